@@ -1,0 +1,52 @@
+"""Name -> class registries for the toolkit's plug-ins (strategies, selectors, datasets).
+
+A new algorithm is one file that registers itself plus one config file whose stem is the
+registry key. Registering the same name twice is a bug and raises at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """A named mapping from lower-case names to plug-ins of one kind."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: ``@STRATEGIES.register("darts")``. Raises on a duplicate name."""
+
+        def add(obj: T) -> T:
+            if name in self._entries:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._entries[name] = obj
+            return obj
+
+        return add
+
+    def get(self, name: str) -> T:
+        """The plug-in registered as ``name``; a one-line ValueError listing the known names."""
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown {self.kind} {name!r}; expected one of {', '.join(self.names())}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
