@@ -1,0 +1,1 @@
+"""Command-line entry points: thin wrappers, the only place where configs become objects."""

@@ -1,0 +1,41 @@
+"""search_spaces: WHAT is searched, the first stage of the pipeline.
+
+Operations (``ops``), spaces as data (``space``), genotypes (``genotype``), published genotypes
+(``published``), and the discrete networks genotypes compile to (``darts``, ``nb201``).
+This package imports only torch, so a published genotype retrains without any search code.
+"""
+
+from search_spaces.genotype import (
+    AnyGenotype,
+    DartsGenotype,
+    Genotype,
+    NB201Genotype,
+    format_genotype,
+    genotype_from_json,
+    parse_genotype,
+)
+from search_spaces.ops import DARTS_OPS, NB201_OPS, OPS, build_op
+from search_spaces.published import published_genotype, published_names, resolve_genotype
+from search_spaces.space import SPACE_NAMES, CellSpace, Edge, Space, get_space
+
+__all__ = [
+    "DARTS_OPS",
+    "NB201_OPS",
+    "OPS",
+    "SPACE_NAMES",
+    "AnyGenotype",
+    "CellSpace",
+    "DartsGenotype",
+    "Edge",
+    "Genotype",
+    "NB201Genotype",
+    "Space",
+    "build_op",
+    "format_genotype",
+    "genotype_from_json",
+    "get_space",
+    "parse_genotype",
+    "published_genotype",
+    "published_names",
+    "resolve_genotype",
+]

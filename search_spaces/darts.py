@@ -1,0 +1,260 @@
+"""Discrete DARTS-space networks compiled from a genotype: ``NetworkCIFAR``, ``NetworkImageNet``.
+
+First stage of the pipeline (``search_spaces``): what ``nas.train`` retrains after a search.
+Layer for layer the networks of quark0/darts ``cnn/model.py`` (Liu et al., ICLR 2019), with the
+same constructor signatures, so reference code ports by changing an import:
+
+* cells take s0 (cell k-2) and s1 (cell k-1), preprocess them (``FactorizedReduce`` for s0 after
+  a reduction, else ReLU-Conv1x1-BN), and concatenate the genotype's output nodes;
+* reduction cells sit at ``layers // 3`` and ``2 * layers // 3`` and double C;
+* drop-path (Larsson et al., FractalNet) zeroes each op's output per sample while training,
+  except identities. Unlike the reference it is not in place, which breaks autograd on modern
+  PyTorch;
+* the auxiliary head reads the output of cell ``2 * layers // 3``; the ImageNet head has no BN
+  after its 768-channel conv (a typo in the reference that the published numbers depend on).
+
+DARTS_V2 at C=36, 20 layers, 10 classes has 3,349,342 parameters without the auxiliary head.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from search_spaces.genotype import AnyGenotype, DartsGenotype
+from search_spaces.ops import FactorizedReduce, Identity, ReLUConvBN, build_op
+from search_spaces.published import resolve_genotype
+
+
+def drop_path(x: Tensor, drop_prob: float) -> Tensor:
+    """Zero whole samples with probability ``drop_prob`` and rescale the rest (not in place)."""
+    if drop_prob <= 0.0:
+        return x
+    keep_prob = 1.0 - drop_prob
+    mask = torch.empty(x.shape[0], 1, 1, 1, dtype=x.dtype, device=x.device).bernoulli_(keep_prob)
+    return x / keep_prob * mask
+
+
+def as_darts_genotype(genotype: AnyGenotype | str) -> DartsGenotype:
+    g = resolve_genotype(genotype)
+    if not isinstance(g, DartsGenotype):
+        raise ValueError(
+            f"expected a DARTS-style genotype for a DARTS network, got the NB201 arch {g}"
+        )
+    return g
+
+
+class Cell(nn.Module):
+    """One discrete cell: two ops per intermediate node, output = concat of chosen nodes."""
+
+    def __init__(
+        self,
+        genotype: DartsGenotype,
+        C_prev_prev: int,
+        C_prev: int,
+        C: int,
+        reduction: bool,
+        reduction_prev: bool,
+    ) -> None:
+        super().__init__()
+        if reduction_prev:
+            self.preprocess0: nn.Module = FactorizedReduce(C_prev_prev, C)
+        else:
+            self.preprocess0 = ReLUConvBN(C_prev_prev, C, 1, 1, 0)
+        self.preprocess1 = ReLUConvBN(C_prev, C, 1, 1, 0)
+        cell_type = "reduce" if reduction else "normal"
+        pairs = genotype.cell(cell_type)
+        self.reduction = reduction
+        self._steps = len(pairs) // 2
+        self._concat = list(genotype.concat(cell_type))
+        self.multiplier = len(self._concat)
+        self._indices = [index for _, index in pairs]
+        # Stride 2 on the edges that leave the two input nodes of a reduction cell.
+        self._ops = nn.ModuleList(
+            build_op(name, C, C, 2 if reduction and index < 2 else 1, affine=True)
+            for name, index in pairs
+        )
+
+    def forward(self, s0: Tensor, s1: Tensor, drop_prob: float) -> Tensor:
+        states = [self.preprocess0(s0), self.preprocess1(s1)]
+        for i in range(self._steps):
+            node: Tensor | int = 0
+            for j in (2 * i, 2 * i + 1):
+                op = self._ops[j]
+                h = op(states[self._indices[j]])
+                if self.training and drop_prob > 0.0 and not isinstance(op, Identity):
+                    h = drop_path(h, drop_prob)
+                node = node + h
+            states.append(node)
+        return torch.cat([states[i] for i in self._concat], dim=1)
+
+
+class AuxiliaryHeadCIFAR(nn.Module):
+    """Auxiliary classifier on the 8x8 feature map of cell ``2 * layers // 3``."""
+
+    def __init__(self, C: int, num_classes: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(5, stride=3, padding=0, count_include_pad=False),  # 8x8 -> 2x2
+            nn.Conv2d(C, 128, 1, bias=False),
+            nn.BatchNorm2d(128),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(128, 768, 2, bias=False),
+            nn.BatchNorm2d(768),
+            nn.ReLU(inplace=True),
+        )
+        self.classifier = nn.Linear(768, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+
+class AuxiliaryHeadImageNet(nn.Module):
+    """Auxiliary classifier on the 14x14 map; no BN after the 768-channel conv (as published)."""
+
+    def __init__(self, C: int, num_classes: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(5, stride=2, padding=0, count_include_pad=False),
+            nn.Conv2d(C, 128, 1, bias=False),
+            nn.BatchNorm2d(128),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(128, 768, 2, bias=False),
+            nn.ReLU(inplace=True),
+        )
+        self.classifier = nn.Linear(768, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+
+class _DartsNetwork(nn.Module):
+    """The cell stack shared by the CIFAR and ImageNet networks."""
+
+    drop_path_prob: float
+
+    def _build_cells(
+        self,
+        genotype: DartsGenotype,
+        C: int,
+        C_stem: int,
+        layers: int,
+        reduction_prev: bool,
+    ) -> int:
+        if layers < 3:
+            raise ValueError(f"layers must be at least 3 (two reduction cells), got {layers}")
+        self._layers = layers
+        self.drop_path_prob = 0.0
+        self.cells = nn.ModuleList()
+        C_prev_prev, C_prev, C_curr = C_stem, C_stem, C
+        self.aux_channels = 0
+        for i in range(layers):
+            reduction = i in (layers // 3, 2 * layers // 3)
+            if reduction:
+                C_curr *= 2
+            cell = Cell(genotype, C_prev_prev, C_prev, C_curr, reduction, reduction_prev)
+            reduction_prev = reduction
+            self.cells.append(cell)
+            C_prev_prev, C_prev = C_prev, cell.multiplier * C_curr
+            if i == 2 * layers // 3:
+                self.aux_channels = C_prev
+        return C_prev
+
+    def _run_cells(self, s0: Tensor, s1: Tensor) -> tuple[Tensor, Tensor | None]:
+        logits_aux = None
+        for i, cell in enumerate(self.cells):
+            s0, s1 = s1, cell(s0, s1, self.drop_path_prob)
+            if i == 2 * self._layers // 3 and self.auxiliary_head is not None and self.training:
+                logits_aux = self.auxiliary_head(s1)
+        return s1, logits_aux
+
+    auxiliary_head: nn.Module | None
+
+
+class NetworkCIFAR(_DartsNetwork):
+    """The DARTS CIFAR network; ``forward`` returns ``(logits, logits_aux or None)``.
+
+    ``genotype`` may be a ``DartsGenotype``, its text, or a published name (``"DARTS_V2"``).
+    Set ``drop_path_prob`` each epoch, as the reference training script does.
+    """
+
+    def __init__(
+        self,
+        C: int,
+        num_classes: int,
+        layers: int,
+        auxiliary: bool,
+        genotype: DartsGenotype | str,
+    ) -> None:
+        super().__init__()
+        g = as_darts_genotype(genotype)
+        self.genotype = g
+        self._auxiliary = auxiliary
+        C_stem = 3 * C  # stem multiplier 3
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, C_stem, 3, padding=1, bias=False), nn.BatchNorm2d(C_stem)
+        )
+        C_prev = self._build_cells(g, C, C_stem, layers, reduction_prev=False)
+        self.auxiliary_head = (
+            AuxiliaryHeadCIFAR(self.aux_channels, num_classes) if auxiliary else None
+        )
+        self.global_pooling = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(C_prev, num_classes)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        s = self.stem(x)
+        out, logits_aux = self._run_cells(s, s)
+        return self.classifier(self.global_pooling(out).flatten(1)), logits_aux
+
+
+class NetworkImageNet(_DartsNetwork):
+    """The DARTS ImageNet (mobile setting) network for 224x224 input.
+
+    Two stride-2 stems bring 224 to 28; the first cell sees a "previous reduction" because
+    its s0 (stem0, 56x56) is twice the size of its s1 (stem1, 28x28).
+    """
+
+    def __init__(
+        self,
+        C: int,
+        num_classes: int,
+        layers: int,
+        auxiliary: bool,
+        genotype: DartsGenotype | str,
+    ) -> None:
+        super().__init__()
+        if C % 2:
+            raise ValueError(
+                f"NetworkImageNet needs an even C (its stem has C/2 channels), got {C}"
+            )
+        g = as_darts_genotype(genotype)
+        self.genotype = g
+        self._auxiliary = auxiliary
+        self.stem0 = nn.Sequential(
+            nn.Conv2d(3, C // 2, kernel_size=3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(C // 2),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(C // 2, C, 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(C),
+        )
+        self.stem1 = nn.Sequential(
+            nn.ReLU(inplace=True),
+            nn.Conv2d(C, C, 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(C),
+        )
+        C_prev = self._build_cells(g, C, C, layers, reduction_prev=True)
+        self.auxiliary_head = (
+            AuxiliaryHeadImageNet(self.aux_channels, num_classes) if auxiliary else None
+        )
+        # The reference pools with AvgPool2d(7) on 224 input; adaptive pooling is identical
+        # there and also accepts other input sizes.
+        self.global_pooling = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(C_prev, num_classes)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        s0 = self.stem0(x)
+        s1 = self.stem1(s0)
+        out, logits_aux = self._run_cells(s0, s1)
+        return self.classifier(self.global_pooling(out).flatten(1)), logits_aux

@@ -1,0 +1,375 @@
+"""Genotypes: the discrete architecture that search hands to retraining.
+
+First stage of the pipeline (``search_spaces``), and the contract between ``nas.search`` /
+``nas.selection`` and ``nas.train``. Two kinds:
+
+* ``DartsGenotype`` (Liu et al., ICLR 2019): per cell type, two ``(op, input)`` pairs per
+  intermediate node and the nodes concatenated at the output. Its text form is exactly what
+  the reference code prints (``Genotype(normal=[('sep_conv_3x3', 0), ...],
+  normal_concat=range(2, 6), ...)``); ``Genotype`` is an alias so ported code reads the same.
+* ``NB201Genotype`` (Dong & Yang, ICLR 2020): every node ``j`` keeps one op on each edge from
+  ``i < j``; its text form is the benchmark's arch string ``|op~0|+|op~0|op~1|+|...|``.
+
+Parsing never evaluates user text: DARTS text is read through Python's AST, literals only.
+Every error is a one-line ``ValueError`` naming the bad element and what was allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from search_spaces.ops import OPS
+from search_spaces.space import Space, get_space
+
+OpInput = tuple[str, int]
+
+
+def _freeze_pairs(pairs: Iterable[Any], where: str) -> tuple[OpInput, ...]:
+    out = []
+    for pair in pairs:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"{where}: expected (op_name, input_index) pairs, got {pair!r}")
+        op, idx = pair
+        if not isinstance(op, str) or isinstance(idx, bool) or not isinstance(idx, int):
+            raise ValueError(f"{where}: expected (str, int) pairs, got {pair!r}")
+        out.append((op, idx))
+    return tuple(out)
+
+
+def _freeze_concat(concat: Iterable[Any], where: str) -> tuple[int, ...]:
+    values = tuple(concat)
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{where}: expected a non-empty list of node indices, got {values!r}")
+    return values
+
+
+@dataclass(frozen=True)
+class DartsGenotype:
+    """A DARTS-style genotype; accepts lists and ``range``s as the reference namedtuple does.
+
+    ``concat_as_range`` only records how the concat lists were written, so that text round
+    trips are lossless; it takes no part in equality.
+    """
+
+    normal: tuple[OpInput, ...]
+    normal_concat: tuple[int, ...]
+    reduce: tuple[OpInput, ...]
+    reduce_concat: tuple[int, ...]
+    concat_as_range: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for cell in ("normal", "reduce"):
+            object.__setattr__(self, cell, _freeze_pairs(getattr(self, cell), f"{cell} cell"))
+            concat = getattr(self, f"{cell}_concat")
+            object.__setattr__(self, f"{cell}_concat", _freeze_concat(concat, f"{cell}_concat"))
+            if len(getattr(self, cell)) % 2:
+                raise ValueError(
+                    f"{cell} cell: expected two (op, input) pairs per node, got an odd number "
+                    f"({len(getattr(self, cell))})"
+                )
+        self.validate()
+
+    def cell(self, cell_type: str) -> tuple[OpInput, ...]:
+        if cell_type not in ("normal", "reduce"):
+            raise ValueError(f"unknown cell type {cell_type!r}; expected 'normal' or 'reduce'")
+        return self.normal if cell_type == "normal" else self.reduce
+
+    def concat(self, cell_type: str) -> tuple[int, ...]:
+        self.cell(cell_type)
+        return self.normal_concat if cell_type == "normal" else self.reduce_concat
+
+    def validate(self, space: Space | None = None) -> None:
+        """Check structure (and, given a space, that every op is allowed on its edge)."""
+        if space is not None and space.family != "darts":
+            raise ValueError(
+                f"a DARTS-style genotype cannot be used with space {space.name!r}; "
+                "expected a DARTS-style space (darts, s1..s5)"
+            )
+        for cell_type in ("normal", "reduce"):
+            pairs = self.cell(cell_type)
+            steps = len(pairs) // 2
+            cell_space = space.cells[cell_type] if space is not None else None
+            if cell_space is not None and steps != len(cell_space.intermediate_nodes):
+                raise ValueError(
+                    f"{cell_type} cell: {len(pairs)} (op, input) pairs give {steps} nodes; "
+                    f"space {space.name!r} expects {2 * len(cell_space.intermediate_nodes)} "  # type: ignore[union-attr]
+                    f"pairs (2 inputs for each of {len(cell_space.intermediate_nodes)} nodes)"
+                )
+            for i, (op, idx) in enumerate(pairs):
+                node = 2 + i // 2
+                where = f"{cell_type} cell, node {node}"
+                if op not in OPS:
+                    raise ValueError(
+                        f"{where}: unknown operation {op!r}; expected one of {', '.join(OPS)}"
+                    )
+                if not 0 <= idx < node:
+                    raise ValueError(
+                        f"{where}: input index {idx} out of range; node {node} takes inputs "
+                        f"0..{node - 1}"
+                    )
+                if cell_space is not None:
+                    if i % 2 and pairs[i - 1][1] == idx:
+                        raise ValueError(
+                            f"{where}: input {idx} is used twice; a node's two inputs must "
+                            "come from different nodes"
+                        )
+                    allowed = cell_space.edge(idx, node).ops
+                    if op not in allowed:
+                        raise ValueError(
+                            f"{where}: operation {op!r} is not allowed on edge {idx}->{node} "
+                            f"of space {space.name!r}; allowed: {', '.join(allowed)}"  # type: ignore[union-attr]
+                        )
+            concat = self.concat(cell_type)
+            bad = [c for c in concat if not 2 <= c < 2 + steps]
+            if bad or len(set(concat)) != len(concat):
+                raise ValueError(
+                    f"{cell_type}_concat {list(concat)}: expected distinct intermediate nodes "
+                    f"in 2..{1 + steps}"
+                )
+
+    def __str__(self) -> str:
+        return format_genotype(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "darts",
+            "normal": [list(p) for p in self.normal],
+            "normal_concat": list(self.normal_concat),
+            "reduce": [list(p) for p in self.reduce],
+            "reduce_concat": list(self.reduce_concat),
+            "concat_as_range": self.concat_as_range,
+        }
+
+
+Genotype = DartsGenotype  # the reference's name, so ported code reads the same
+
+
+@dataclass(frozen=True)
+class NB201Genotype:
+    """A NAS-Bench-201 cell: ``nodes[j-1]`` lists ``(op, i)`` for each input ``i < j``."""
+
+    nodes: tuple[tuple[OpInput, ...], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "nodes",
+            tuple(_freeze_pairs(n, f"NB201 node {j + 1}") for j, n in enumerate(self.nodes)),
+        )
+        self.validate()
+
+    def validate(self, space: Space | None = None) -> None:
+        if space is not None and space.family != "nb201":
+            raise ValueError(
+                f"an NB201 arch string cannot be used with space {space.name!r}; "
+                "expected space 'nb201'"
+            )
+        space = space or get_space("nb201")
+        cell = space.cells["cell"]
+        if len(self.nodes) != len(cell.intermediate_nodes):
+            raise ValueError(
+                f"NB201 arch has {len(self.nodes)} nodes; expected "
+                f"{len(cell.intermediate_nodes)} ('|op~0|+|op~0|op~1|+|op~0|op~1|op~2|')"
+            )
+        for j, node in enumerate(self.nodes, start=1):
+            inputs = [i for _, i in node]
+            if inputs != list(range(j)):
+                raise ValueError(
+                    f"NB201 node {j}: inputs {inputs}; expected one op from each of "
+                    f"{list(range(j))}, in that order"
+                )
+            for op, i in node:
+                allowed = cell.edge(i, j).ops
+                if op not in allowed:
+                    raise ValueError(
+                        f"NB201 node {j}, input {i}: unknown operation {op!r}; expected one of "
+                        f"{', '.join(allowed)}"
+                    )
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The op of every edge in edge order (1<-0, 2<-0, 2<-1, 3<-0, 3<-1, 3<-2)."""
+        return tuple(op for node in self.nodes for op, _ in node)
+
+    @classmethod
+    def from_ops(cls, ops: Sequence[str]) -> NB201Genotype:
+        if len(ops) != 6:
+            raise ValueError(f"an NB201 cell has 6 edges; got {len(ops)} ops")
+        it = iter(ops)
+        return cls(tuple(tuple((next(it), i) for i in range(j)) for j in range(1, 4)))
+
+    def __str__(self) -> str:
+        return format_genotype(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "nb201", "arch": format_genotype(self)}
+
+
+AnyGenotype = Union[DartsGenotype, NB201Genotype]  # noqa: UP007 (a runtime alias)
+
+
+# ---------------------------------------------------------------------------------- formatting
+
+
+def _format_concat(concat: tuple[int, ...], as_range: bool) -> str:
+    contiguous = list(concat) == list(range(concat[0], concat[0] + len(concat)))
+    if as_range and contiguous:
+        return f"range({concat[0]}, {concat[0] + len(concat)})"
+    return "[" + ", ".join(str(c) for c in concat) + "]"
+
+
+def format_genotype(genotype: AnyGenotype) -> str:
+    """The reference text: ``Genotype(normal=[...], ...)`` or an NB201 arch string."""
+    if isinstance(genotype, NB201Genotype):
+        return "|" + "|+|".join("|".join(f"{op}~{i}" for op, i in n) for n in genotype.nodes) + "|"
+
+    def pairs(cell: tuple[OpInput, ...]) -> str:
+        return "[" + ", ".join(f"('{op}', {i})" for op, i in cell) + "]"
+
+    r = genotype.concat_as_range
+    return (
+        f"Genotype(normal={pairs(genotype.normal)}, "
+        f"normal_concat={_format_concat(genotype.normal_concat, r)}, "
+        f"reduce={pairs(genotype.reduce)}, "
+        f"reduce_concat={_format_concat(genotype.reduce_concat, r)})"
+    )
+
+
+# ------------------------------------------------------------------------------------- parsing
+
+_NB201_NODE = re.compile(r"^([A-Za-z0-9_]+)~(\d+)$")
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=(?!=)")
+_DARTS_EXAMPLE = "Genotype(normal=[('sep_conv_3x3', 0), ...], normal_concat=range(2, 6), ...)"
+
+
+def parse_nb201_arch(text: str) -> NB201Genotype:
+    """Parse an NB201 arch string ``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``."""
+    s = text.strip()
+    if not (s.startswith("|") and s.endswith("|")) or len(s) < 2:
+        raise ValueError(
+            f"malformed NB201 arch string {text!r}; expected '|op~0|+|op~0|op~1|+|op~0|op~1|op~2|'"
+        )
+    nodes = []
+    for j, chunk in enumerate(s[1:-1].split("|+|"), start=1):
+        pairs = []
+        for token in chunk.split("|"):
+            m = _NB201_NODE.match(token)
+            if m is None:
+                raise ValueError(
+                    f"malformed NB201 arch string {text!r}: node {j} entry {token!r}; "
+                    "expected 'op~input'"
+                )
+            pairs.append((m.group(1), int(m.group(2))))
+        nodes.append(tuple(pairs))
+    return NB201Genotype(tuple(nodes))
+
+
+def _literal(node: ast.expr, where: str) -> Any:
+    """A Python literal from the AST: strings, ints, lists/tuples of them, ``range(a, b)``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e, where) for e in node.elts]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "range"
+        and not node.keywords
+        and 1 <= len(node.args) <= 2
+    ):
+        bounds = [_literal(a, where) for a in node.args]
+        if all(isinstance(b, int) for b in bounds):
+            return range(*bounds)
+    raise ValueError(
+        f"malformed genotype text: {where} holds {ast.unparse(node)!r}; expected literals"
+    )
+
+
+def parse_darts_genotype(text: str) -> DartsGenotype:
+    """Parse the reference's printed genotype (an optional ``NAME = `` prefix is allowed)."""
+    body = _ASSIGNMENT.sub("", text, count=1).strip()
+    try:
+        tree = ast.parse(body, mode="eval").body
+    except SyntaxError:
+        raise ValueError(
+            f"malformed genotype text {text.strip()[:80]!r}; expected {_DARTS_EXAMPLE}"
+        ) from None
+    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name)):
+        raise ValueError(
+            f"malformed genotype text {text.strip()[:80]!r}; expected {_DARTS_EXAMPLE}"
+        )
+    if tree.func.id != "Genotype":
+        raise ValueError(
+            f"malformed genotype text: found {tree.func.id}(...); expected Genotype(...)"
+        )
+    fields = ("normal", "normal_concat", "reduce", "reduce_concat")
+    if len(tree.args) > len(fields):
+        raise ValueError(f"malformed genotype text: Genotype takes at most 4 fields: {fields}")
+    values: dict[str, Any] = {f: _literal(a, f) for f, a in zip(fields, tree.args)}
+    for kw in tree.keywords:
+        if kw.arg not in fields:
+            raise ValueError(
+                f"malformed genotype text: unknown field {kw.arg!r}; expected {', '.join(fields)}"
+            )
+        if kw.arg in values:
+            raise ValueError(f"malformed genotype text: field {kw.arg!r} given twice")
+        values[kw.arg] = _literal(kw.value, kw.arg)
+    missing = [f for f in fields if f not in values]
+    if missing:
+        raise ValueError(f"malformed genotype text: missing field(s) {', '.join(missing)}")
+    as_range = isinstance(values["normal_concat"], range) and isinstance(
+        values["reduce_concat"], range
+    )
+    return DartsGenotype(concat_as_range=as_range, **values)
+
+
+def genotype_from_json(data: dict[str, Any] | str) -> AnyGenotype:
+    """Inverse of ``genotype.to_json()`` (a dict, or its JSON text)."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"malformed genotype JSON: {e.msg} at position {e.pos}") from None
+    if not isinstance(data, dict) or data.get("type") not in ("darts", "nb201"):
+        raise ValueError(
+            'malformed genotype JSON: expected an object with "type": "darts" or "nb201"'
+        )
+    if data["type"] == "nb201":
+        if not isinstance(data.get("arch"), str):
+            raise ValueError('malformed genotype JSON: an nb201 genotype needs "arch": "|...|"')
+        return parse_nb201_arch(data["arch"])
+    fields = ("normal", "normal_concat", "reduce", "reduce_concat")
+    missing = [f for f in fields if f not in data]
+    if missing:
+        raise ValueError(f"malformed genotype JSON: missing field(s) {', '.join(missing)}")
+    return DartsGenotype(
+        **{f: data[f] for f in fields}, concat_as_range=bool(data.get("concat_as_range", False))
+    )
+
+
+def parse_genotype(text: str, space: str | Space | None = None) -> AnyGenotype:
+    """Parse any genotype text: reference ``Genotype(...)`` text, an NB201 arch string, or JSON.
+
+    With ``space`` (a name or a ``Space``), the genotype is also validated against it: every
+    operation must be a candidate on its edge and every node must have the space's inputs.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected genotype text, got {type(text).__name__}")
+    s = text.strip()
+    if not s:
+        raise ValueError(f"empty genotype text; expected {_DARTS_EXAMPLE} or an NB201 arch string")
+    genotype: AnyGenotype
+    if s.startswith("{"):
+        genotype = genotype_from_json(s)
+    elif s.startswith("|"):
+        genotype = parse_nb201_arch(s)
+    else:
+        genotype = parse_darts_genotype(s)
+    if space is not None:
+        genotype.validate(get_space(space) if isinstance(space, str) else space)
+    return genotype

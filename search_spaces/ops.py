@@ -1,0 +1,293 @@
+"""Primitive operations of the DARTS and NAS-Bench-201 cell spaces.
+
+First stage of the pipeline (``search_spaces``): the candidate operations that a supernet mixes
+and a discrete network compiles. Each is exact to its reference implementation:
+
+* DARTS (Liu et al., ICLR 2019; quark0/darts ``cnn/operations.py``): ``none``, 3x3 max / avg
+  pool, ``skip_connect`` (identity, or ``FactorizedReduce`` at stride 2), separable convs
+  (applied twice), dilated convs. No conv has a bias.
+* RobustDARTS S4 (Zela et al., ICLR 2020, as used by DARTS-PT): ``noise``, N(0, 1) of the
+  input's shape.
+* NAS-Bench-201 (Dong & Yang, ICLR 2020; the authors' ``cell_operations.py``): ``nor_conv_kxk``
+  = ReLU-Conv-BN whose conv has a bias only when the BN is not affine, as in the reference.
+
+``OPS`` maps a name to a factory ``(C_in, C_out, stride, affine, track_running_stats) -> Module``.
+Supernets build ops with ``affine=False`` BN, discrete networks with ``affine=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+OpFactory = Callable[..., nn.Module]
+
+DARTS_OPS: tuple[str, ...] = (
+    "none",
+    "max_pool_3x3",
+    "avg_pool_3x3",
+    "skip_connect",
+    "sep_conv_3x3",
+    "sep_conv_5x5",
+    "dil_conv_3x3",
+    "dil_conv_5x5",
+)
+NB201_OPS: tuple[str, ...] = (
+    "none",
+    "skip_connect",
+    "nor_conv_1x1",
+    "nor_conv_3x3",
+    "avg_pool_3x3",
+)
+
+
+class Zero(nn.Module):
+    """The ``none`` operation: a zero tensor of the output's shape, with no parameters.
+
+    It allocates zeros and reads nothing from its input, so it costs no arithmetic and adds no
+    node to the autograd graph. Supernets skip it altogether.
+    """
+
+    def __init__(self, C_out: int, stride: int) -> None:
+        super().__init__()
+        self.C_out = C_out
+        self.stride = stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, _, h, w = x.shape
+        s = self.stride
+        # x[:, :, ::s, ::s] has ceil(h / s) rows: the reference's shape at any stride.
+        return x.new_zeros(n, self.C_out, (h + s - 1) // s, (w + s - 1) // s)
+
+
+class Identity(nn.Module):
+    """``skip_connect`` at stride 1. A class of its own so drop-path can recognise it."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+class FactorizedReduce(nn.Module):
+    """Halve H and W: ReLU, two 1x1 stride-2 convs (the second shifted by one pixel), concat, BN."""
+
+    def __init__(
+        self, C_in: int, C_out: int, affine: bool = True, track_running_stats: bool = True
+    ) -> None:
+        super().__init__()
+        if C_out % 2:
+            raise ValueError(f"FactorizedReduce needs an even C_out, got {C_out}")
+        self.relu = nn.ReLU(inplace=False)
+        self.conv_1 = nn.Conv2d(C_in, C_out // 2, 1, stride=2, padding=0, bias=False)
+        self.conv_2 = nn.Conv2d(C_in, C_out // 2, 1, stride=2, padding=0, bias=False)
+        self.bn = nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.relu(x)
+        return self.bn(torch.cat([self.conv_1(x), self.conv_2(x[:, :, 1:, 1:])], dim=1))
+
+
+class ReLUConvBN(nn.Sequential):
+    """ReLU, conv, BN: the DARTS cell preprocessing (1x1) and NB201's ``nor_conv_kxk``."""
+
+    def __init__(
+        self,
+        C_in: int,
+        C_out: int,
+        kernel_size: int,
+        stride: int,
+        padding: int,
+        *,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        bias: bool = False,
+    ) -> None:
+        super().__init__(
+            nn.ReLU(inplace=False),
+            nn.Conv2d(C_in, C_out, kernel_size, stride=stride, padding=padding, bias=bias),
+            nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
+        )
+
+
+class DilConv(nn.Sequential):
+    """ReLU, depthwise kxk conv (dilation d), pointwise 1x1 conv, BN."""
+
+    def __init__(
+        self,
+        C_in: int,
+        C_out: int,
+        kernel_size: int,
+        stride: int,
+        padding: int,
+        dilation: int,
+        *,
+        affine: bool = True,
+        track_running_stats: bool = True,
+    ) -> None:
+        super().__init__(
+            nn.ReLU(inplace=False),
+            nn.Conv2d(
+                C_in, C_in, kernel_size, stride, padding, dilation=dilation, groups=C_in, bias=False
+            ),
+            nn.Conv2d(C_in, C_out, 1, padding=0, bias=False),
+            nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
+        )
+
+
+class SepConv(nn.Sequential):
+    """A depthwise-separable conv applied twice, the first at the op's stride (DARTS)."""
+
+    def __init__(
+        self,
+        C_in: int,
+        C_out: int,
+        kernel_size: int,
+        stride: int,
+        padding: int,
+        *,
+        affine: bool = True,
+        track_running_stats: bool = True,
+    ) -> None:
+        super().__init__(
+            nn.ReLU(inplace=False),
+            nn.Conv2d(C_in, C_in, kernel_size, stride, padding, groups=C_in, bias=False),
+            nn.Conv2d(C_in, C_in, 1, padding=0, bias=False),
+            nn.BatchNorm2d(C_in, affine=affine, track_running_stats=track_running_stats),
+            nn.ReLU(inplace=False),
+            nn.Conv2d(C_in, C_in, kernel_size, 1, padding, groups=C_in, bias=False),
+            nn.Conv2d(C_in, C_out, 1, padding=0, bias=False),
+            nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
+        )
+
+
+class Noise(nn.Module):
+    """RobustDARTS S4's ``noise``: standard normal noise of the (strided) input's shape."""
+
+    def __init__(self, stride: int, mean: float = 0.0, std: float = 1.0) -> None:
+        super().__init__()
+        self.stride = stride
+        self.mean = mean
+        self.std = std
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.stride != 1:
+            x = x[:, :, :: self.stride, :: self.stride]
+        # Detached, as in the reference: the noise carries no gradient to the input.
+        return torch.empty_like(x).normal_(self.mean, self.std)
+
+
+def _same_channels(name: str, C_in: int, C_out: int) -> None:
+    if C_in != C_out:
+        raise ValueError(
+            f"operation {name!r} keeps the channel count; got C_in={C_in}, C_out={C_out}"
+        )
+
+
+def _pool(kind: str) -> OpFactory:
+    def build(
+        C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+    ) -> nn.Module:
+        _same_channels(f"{kind}_pool_3x3", C_in, C_out)
+        if kind == "max":
+            return nn.MaxPool2d(3, stride=stride, padding=1)
+        return nn.AvgPool2d(3, stride=stride, padding=1, count_include_pad=False)
+
+    return build
+
+
+def _skip(
+    C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+) -> nn.Module:
+    if stride == 1 and C_in == C_out:
+        return Identity()
+    if stride != 2:
+        raise ValueError(f"skip_connect between different shapes needs stride 2, got {stride}")
+    return FactorizedReduce(C_in, C_out, affine=affine, track_running_stats=track_running_stats)
+
+
+def _sep(k: int) -> OpFactory:
+    def build(
+        C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+    ) -> nn.Module:
+        return SepConv(
+            C_in, C_out, k, stride, k // 2, affine=affine, track_running_stats=track_running_stats
+        )
+
+    return build
+
+
+def _dil(k: int) -> OpFactory:
+    def build(
+        C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+    ) -> nn.Module:
+        # Dilation 2 doubles the receptive field; padding 2 (3x3) or 4 (5x5) keeps H and W.
+        return DilConv(
+            C_in, C_out, k, stride, k - 1, 2, affine=affine, track_running_stats=track_running_stats
+        )
+
+    return build
+
+
+def _nor_conv(k: int) -> OpFactory:
+    def build(
+        C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+    ) -> nn.Module:
+        # NB201's reference gives the conv a bias exactly when its BN has no affine shift.
+        return ReLUConvBN(
+            C_in,
+            C_out,
+            k,
+            stride,
+            k // 2,
+            affine=affine,
+            track_running_stats=track_running_stats,
+            bias=not affine,
+        )
+
+    return build
+
+
+def _none(
+    C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+) -> nn.Module:
+    return Zero(C_out, stride)
+
+
+def _noise(
+    C_in: int, C_out: int, stride: int, affine: bool = True, track_running_stats: bool = True
+) -> nn.Module:
+    _same_channels("noise", C_in, C_out)
+    return Noise(stride)
+
+
+OPS: dict[str, OpFactory] = {
+    "none": _none,
+    "max_pool_3x3": _pool("max"),
+    "avg_pool_3x3": _pool("avg"),
+    "skip_connect": _skip,
+    "sep_conv_3x3": _sep(3),
+    "sep_conv_5x5": _sep(5),
+    "dil_conv_3x3": _dil(3),
+    "dil_conv_5x5": _dil(5),
+    "noise": _noise,
+    "nor_conv_1x1": _nor_conv(1),
+    "nor_conv_3x3": _nor_conv(3),
+}
+
+
+def build_op(
+    name: str,
+    C_in: int,
+    C_out: int,
+    stride: int,
+    *,
+    affine: bool = True,
+    track_running_stats: bool = True,
+) -> nn.Module:
+    """Build operation ``name``; a one-line ValueError for an unknown name or stride."""
+    if name not in OPS:
+        raise ValueError(f"unknown operation {name!r}; expected one of {', '.join(OPS)}")
+    if stride not in (1, 2):
+        raise ValueError(f"operation stride must be 1 or 2, got {stride}")
+    return OPS[name](C_in, C_out, stride, affine, track_running_stats)

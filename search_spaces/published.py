@@ -1,0 +1,102 @@
+"""Published genotypes by name, exactly as the reference repositories print them.
+
+Sources: quark0/darts ``cnn/genotypes.py`` (DARTS_V1, DARTS_V2, Liu et al., ICLR 2019);
+xiangning-chen/DrNAS ``DARTS-space/genotypes.py`` (PC_DARTS_cifar, PC_DARTS_image from Xu et
+al., ICLR 2020; DrNAS_cifar10, DrNAS_imagenet from Chen et al., ICLR 2021). The texts are kept
+verbatim and parsed on first use, so the parser is exercised on the real reference output.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from search_spaces.genotype import (
+    AnyGenotype,
+    DartsGenotype,
+    NB201Genotype,
+    parse_darts_genotype,
+    parse_genotype,
+)
+
+PUBLISHED_TEXT: dict[str, str] = {
+    "DARTS_V1": (
+        "Genotype(normal=[('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('skip_connect', 0), "
+        "('sep_conv_3x3', 1), ('skip_connect', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
+        "('skip_connect', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
+        "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 0), ('max_pool_3x3', 0), "
+        "('skip_connect', 2), ('skip_connect', 2), "
+        "('avg_pool_3x3', 0)], reduce_concat=[2, 3, 4, 5])"
+    ),
+    "DARTS_V2": (
+        "Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 0), "
+        "('sep_conv_3x3', 1), ('sep_conv_3x3', 1), ('skip_connect', 0), ('skip_connect', 0), "
+        "('dil_conv_3x3', 2)], normal_concat=[2, 3, 4, 5], reduce=[('max_pool_3x3', 0), "
+        "('max_pool_3x3', 1), ('skip_connect', 2), ('max_pool_3x3', 1), ('max_pool_3x3', 0), "
+        "('skip_connect', 2), ('skip_connect', 2), "
+        "('max_pool_3x3', 1)], reduce_concat=[2, 3, 4, 5])"
+    ),
+    "PC_DARTS_cifar": (
+        "Genotype(normal=[('sep_conv_3x3', 1), ('skip_connect', 0), ('sep_conv_3x3', 0), "
+        "('dil_conv_3x3', 1), ('sep_conv_5x5', 0), ('sep_conv_3x3', 1), ('avg_pool_3x3', 0), "
+        "('dil_conv_3x3', 1)], normal_concat=range(2, 6), reduce=[('sep_conv_5x5', 1), "
+        "('max_pool_3x3', 0), ('sep_conv_5x5', 1), ('sep_conv_5x5', 2), ('sep_conv_3x3', 0), "
+        "('sep_conv_3x3', 3), ('sep_conv_3x3', 1), "
+        "('sep_conv_3x3', 2)], reduce_concat=range(2, 6))"
+    ),
+    "PC_DARTS_image": (
+        "Genotype(normal=[('skip_connect', 1), ('sep_conv_3x3', 0), ('sep_conv_3x3', 0), "
+        "('skip_connect', 1), ('sep_conv_3x3', 1), ('sep_conv_3x3', 3), ('sep_conv_3x3', 1), "
+        "('dil_conv_5x5', 4)], normal_concat=range(2, 6), reduce=[('sep_conv_3x3', 0), "
+        "('skip_connect', 1), ('dil_conv_5x5', 2), ('max_pool_3x3', 1), ('sep_conv_3x3', 2), "
+        "('sep_conv_3x3', 1), ('sep_conv_5x5', 0), "
+        "('sep_conv_3x3', 3)], reduce_concat=range(2, 6))"
+    ),
+    "DrNAS_cifar10": (
+        "Genotype(normal=[('sep_conv_3x3', 0), ('sep_conv_5x5', 1), ('sep_conv_3x3', 1), "
+        "('sep_conv_3x3', 2), ('skip_connect', 0), ('sep_conv_3x3', 1), ('sep_conv_3x3', 2), "
+        "('dil_conv_5x5', 3)], normal_concat=range(2, 6), reduce=[('max_pool_3x3', 0), "
+        "('sep_conv_5x5', 1), ('dil_conv_5x5', 2), ('sep_conv_5x5', 1), ('sep_conv_5x5', 1), "
+        "('dil_conv_5x5', 3), ('skip_connect', 4), "
+        "('sep_conv_5x5', 1)], reduce_concat=range(2, 6))"
+    ),
+    "DrNAS_imagenet": (
+        "Genotype(normal=[('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('sep_conv_3x3', 0), "
+        "('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('dil_conv_3x3', 3), ('skip_connect', 0), "
+        "('sep_conv_3x3', 1)], normal_concat=range(2, 6), reduce=[('max_pool_3x3', 0), "
+        "('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('skip_connect', 2), ('sep_conv_3x3', 0), "
+        "('sep_conv_3x3', 2), ('sep_conv_3x3', 3), "
+        "('sep_conv_3x3', 1)], reduce_concat=range(2, 6))"
+    ),
+}
+
+
+def published_names() -> list[str]:
+    return list(PUBLISHED_TEXT)
+
+
+@cache
+def published_genotype(name: str) -> DartsGenotype:
+    """The published genotype called ``name`` (e.g. ``DARTS_V2``)."""
+    if name not in PUBLISHED_TEXT:
+        raise ValueError(
+            f"unknown published genotype {name!r}; expected one of {', '.join(PUBLISHED_TEXT)}"
+        )
+    return parse_darts_genotype(PUBLISHED_TEXT[name])
+
+
+def resolve_genotype(spec: AnyGenotype | str) -> AnyGenotype:
+    """A genotype from a genotype object, a published name, or any text ``parse_genotype`` reads."""
+    if isinstance(spec, (DartsGenotype, NB201Genotype)):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(
+            f"expected a genotype, its text or a published name, got {type(spec).__name__}"
+        )
+    if spec.strip() in PUBLISHED_TEXT:
+        return published_genotype(spec.strip())
+    if spec.strip().isidentifier():
+        raise ValueError(
+            f"unknown published genotype {spec.strip()!r}; expected one of "
+            f"{', '.join(PUBLISHED_TEXT)}, or genotype text"
+        )
+    return parse_genotype(spec)

@@ -1,0 +1,156 @@
+"""Search spaces as data: for each cell type, its edges, the nodes they join, their candidate ops.
+
+First stage of the pipeline (``search_spaces``). A space answers every structural question the
+supernet, the strategies, the selectors and the genotype validator ask, so none of them
+hard-codes a cell:
+
+* ``darts`` (Liu et al., ICLR 2019): normal and reduce cells, 2 input nodes, 4 intermediate
+  nodes, 14 edges, the 8 DARTS operations on every edge.
+* ``s1``..``s4`` (RobustDARTS, Zela et al., ICLR 2020) and ``s5`` (the DARTS space without
+  ``none``), as DARTS-PT defines them: per-edge candidate lists, read from
+  ``search_spaces/data/robust_darts_spaces.json``.
+* ``nb201`` (NAS-Bench-201, Dong & Yang, ICLR 2020): one cell type, 1 input node, 3 further
+  nodes, 6 edges, 5 operations.
+
+Architecture tensors index edges in ``CellSpace.edges`` order and ops in ``Edge.ops`` order.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from search_spaces.ops import DARTS_OPS, NB201_OPS, OPS
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge of a cell: ``src`` node -> ``dst`` node, with its candidate operations."""
+
+    index: int
+    src: int
+    dst: int
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CellSpace:
+    """The graph of one cell type.
+
+    Nodes ``0 .. num_input_nodes-1`` are inputs; every later node sums its incoming edges.
+    ``inputs_per_node`` is how many incoming edges a discrete cell keeps per node (2 in DARTS,
+    all of them in NB201, where it is ``None``).
+    """
+
+    num_input_nodes: int
+    num_nodes: int
+    edges: tuple[Edge, ...]
+    inputs_per_node: int | None
+
+    def __post_init__(self) -> None:
+        counts = {len(e.ops) for e in self.edges}
+        if len(counts) != 1:
+            raise ValueError(f"every edge of a cell needs the same number of ops, got {counts}")
+        for e in self.edges:
+            unknown = [op for op in e.ops if op not in OPS]
+            if unknown:
+                raise ValueError(f"edge {e.src}->{e.dst}: unknown operations {unknown}")
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.edges)
+
+    @property
+    def num_ops(self) -> int:
+        """Candidate operations per edge (the second dimension of an architecture tensor)."""
+        return len(self.edges[0].ops)
+
+    @property
+    def intermediate_nodes(self) -> range:
+        return range(self.num_input_nodes, self.num_nodes)
+
+    def edges_into(self, node: int) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.dst == node)
+
+    def edge(self, src: int, dst: int) -> Edge:
+        for e in self.edges:
+            if e.src == src and e.dst == dst:
+                return e
+        raise ValueError(f"the cell has no edge {src}->{dst}")
+
+
+@dataclass(frozen=True)
+class Space:
+    """A named search space: cell types (``normal``/``reduce`` or ``cell``) -> their graphs."""
+
+    name: str
+    family: str  # "darts" (DARTS-style cells, discrete net = NetworkCIFAR) or "nb201"
+    cells: dict[str, CellSpace]
+
+    @property
+    def cell_types(self) -> tuple[str, ...]:
+        return tuple(self.cells)
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """Every operation that appears anywhere in the space, in first-seen order."""
+        seen: dict[str, None] = {}
+        for cell in self.cells.values():
+            for e in cell.edges:
+                seen.update(dict.fromkeys(e.ops))
+        return tuple(seen)
+
+
+def _darts_edges(ops_per_edge: list[tuple[str, ...]]) -> tuple[Edge, ...]:
+    edges: list[Edge] = []
+    for dst in range(2, 6):
+        for src in range(dst):
+            edges.append(Edge(len(edges), src, dst, ops_per_edge[len(edges)]))
+    return tuple(edges)
+
+
+def _darts_like(name: str, normal: list[tuple[str, ...]], reduce: list[tuple[str, ...]]) -> Space:
+    def cell(ops: list[tuple[str, ...]]) -> CellSpace:
+        return CellSpace(num_input_nodes=2, num_nodes=6, edges=_darts_edges(ops), inputs_per_node=2)
+
+    return Space(name=name, family="darts", cells={"normal": cell(normal), "reduce": cell(reduce)})
+
+
+def _nb201() -> Space:
+    edges: list[Edge] = []
+    for dst in range(1, 4):
+        for src in range(dst):
+            edges.append(Edge(len(edges), src, dst, NB201_OPS))
+    cell = CellSpace(num_input_nodes=1, num_nodes=4, edges=tuple(edges), inputs_per_node=None)
+    return Space(name="nb201", family="nb201", cells={"cell": cell})
+
+
+@cache
+def _robust_darts_lists() -> dict[str, dict[str, list[list[str]]]]:
+    with open(DATA_DIR / "robust_darts_spaces.json") as f:
+        data: dict[str, dict[str, list[list[str]]]] = json.load(f)
+    return data
+
+
+SPACE_NAMES: tuple[str, ...] = ("darts", "s1", "s2", "s3", "s4", "s5", "nb201")
+
+
+@cache
+def get_space(name: str) -> Space:
+    """The search space called ``name`` (one of ``SPACE_NAMES``)."""
+    if name == "darts":
+        return _darts_like("darts", [DARTS_OPS] * 14, [DARTS_OPS] * 14)
+    if name == "nb201":
+        return _nb201()
+    if name in SPACE_NAMES:
+        lists = _robust_darts_lists()[name]
+        return _darts_like(
+            name,
+            [tuple(ops) for ops in lists["normal"]],
+            [tuple(ops) for ops in lists["reduce"]],
+        )
+    raise ValueError(f"unknown search space {name!r}; expected one of {', '.join(SPACE_NAMES)}")
