@@ -1,0 +1,6 @@
+"""nas.search: search strategies (registered by name) and the search loop."""
+
+from nas.search.base import STRATEGIES, SearchContext, SearchStrategy
+from nas.search.darts import DARTS
+
+__all__ = ["DARTS", "STRATEGIES", "SearchContext", "SearchStrategy"]

@@ -1,0 +1,104 @@
+"""The mixed operation of one supernet edge: a weighted sum of its candidate operations.
+
+Second stage of the pipeline (``nas.supernet``). DARTS (Liu et al., ICLR 2019, eq. 1):
+``o(x) = sum_k w_k o_k(x)``, with the weights ``w`` supplied by the search strategy (a softmax
+for DARTS, a Dirichlet sample for DrNAS), so the op knows nothing about strategies.
+
+Partial channels (PC-DARTS, Xu et al., ICLR 2020, eq. 2; used by DrNAS without edge
+normalisation): only the first ``C / K`` channels go through the ops; the rest bypass them
+(max-pooled 2x2 on stride-2 edges), are concatenated back, and the channels are shuffled with
+``K`` groups.
+
+Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
+run at all (the reference multiplies ``none``'s zeros and every other output by its weight).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from search_spaces.ops import build_op
+
+
+def channel_shuffle(x: Tensor, groups: int) -> Tensor:
+    """Interleave ``groups`` channel groups (ShuffleNet), as PC-DARTS does after each edge."""
+    n, c, h, w = x.shape
+    return x.view(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+class MixedOp(nn.Module):
+    """One edge of a supernet cell with candidates ``ops`` (in the space's order).
+
+    ``forward(x, weights_O, active_O, acc)`` adds ``sum_k weights_O[k] * op_k(x)`` over the
+    active ops to the accumulator ``acc`` (a node's running sum), or returns it if ``acc`` is
+    None. ``active_O`` is a list of Python bools, computed once per forward for the whole cell,
+    so skipping an op needs no device synchronisation per op.
+    """
+
+    def __init__(
+        self,
+        C: int,
+        stride: int,
+        ops: tuple[str, ...],
+        *,
+        partial_channels: int = 1,
+        bn_after_pool: bool = True,
+        track_running_stats: bool = True,
+    ) -> None:
+        super().__init__()
+        if C % partial_channels:
+            raise ValueError(
+                f"partial-channel K={partial_channels} does not divide the {C} channels of an "
+                "edge; choose C and K so that every cell's channel count is a multiple of K"
+            )
+        self.C = C
+        self.stride = stride
+        self.op_names = ops
+        self.k = partial_channels
+        c_op = C // partial_channels
+        self.ops = nn.ModuleList()
+        for name in ops:
+            if name == "none":
+                # a placeholder keeps module indices equal to op indices; it is never run
+                self.ops.append(nn.Identity())
+                continue
+            if name == "skip_connect" and stride == 2 and c_op % 2:
+                raise ValueError(
+                    f"skip_connect at stride 2 needs an even channel count, but C/K = {C}/"
+                    f"{partial_channels} = {c_op}; choose C and K so that C/K is even"
+                )
+            op = build_op(
+                name, c_op, c_op, stride, affine=False, track_running_stats=track_running_stats
+            )
+            if bn_after_pool and "pool" in name:
+                op = nn.Sequential(
+                    op, nn.BatchNorm2d(c_op, affine=False, track_running_stats=track_running_stats)
+                )
+            self.ops.append(op)
+        self._runnable = [name != "none" for name in ops]
+
+    def forward(
+        self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None = None
+    ) -> Tensor | None:
+        if self.k == 1:
+            for k, w in enumerate(weights_O.unbind(0)):
+                if active_O[k] and self._runnable[k]:
+                    y = self.ops[k](x)
+                    acc = y * w if acc is None else torch.addcmul(acc, y, w)
+            return acc
+        c_op = self.C // self.k
+        x_op, x_bypass = x[:, :c_op], x[:, c_op:]
+        mixed: Tensor | None = None
+        for k, w in enumerate(weights_O.unbind(0)):
+            if active_O[k] and self._runnable[k]:
+                y = self.ops[k](x_op)
+                mixed = y * w if mixed is None else torch.addcmul(mixed, y, w)
+        if self.stride == 2:
+            x_bypass = F.max_pool2d(x_bypass, 2, 2)
+        if mixed is None:
+            n, _, h, w_ = x_bypass.shape
+            mixed = x_bypass.new_zeros(n, c_op, h, w_)
+        out = channel_shuffle(torch.cat([mixed, x_bypass], dim=1), self.k)
+        return out if acc is None else acc + out

@@ -1,0 +1,294 @@
+"""Supernets: every candidate operation on every edge, mixed by architecture weights.
+
+Second stage of the pipeline (``nas.supernet``), built from a ``search_spaces.Space`` and
+knowing nothing about search strategies: ``forward(x, weights)`` takes the mixing weights of
+each cell type (``ArchWeights``: cell type -> ``weights_EO`` = [edges, ops]).
+
+* ``DartsSupernet``: the search network of DARTS (Liu et al., ICLR 2019, ``model_search.py``):
+  stem Conv3x3(3 -> 3C) + BN, ``layers`` cells with reductions at ``layers // 3`` and
+  ``2 * layers // 3``, each cell's 4 nodes summing mixed ops over all earlier states, output =
+  concat of the 4 nodes; BN without affine parameters throughout the cells, and a BN after each
+  pool. At C=16, 8 layers, 10 classes: 1,930,618 parameters, as the reference.
+* ``NB201Supernet``: the NAS-Bench-201 search network (Dong & Yang, ICLR 2020): the
+  ``TinyNetwork`` layout with searchable cells (BN without affine parameters, no BN after pools)
+  and ResNet-block reductions.
+
+Both also carry per-edge op masks (a buffer per cell type; masked ops never run) and partial
+channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive learning uses.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from nas.supernet.mixed_op import MixedOp
+from search_spaces.nb201 import ResNetBasicblock
+from search_spaces.ops import FactorizedReduce, ReLUConvBN
+from search_spaces.space import CellSpace, Space, get_space
+
+ArchWeights = dict[str, Tensor]  # cell type -> weights_EO [num_edges, num_ops]
+
+
+class Supernet(nn.Module):
+    """Common interface: the space, op masks, partial channels and ``forward(x, weights)``."""
+
+    space: Space
+
+    def _init_masks(self) -> None:
+        for cell_type, cell in self.space.cells.items():
+            self.register_buffer(
+                f"mask_{cell_type}", torch.ones(cell.num_edges, cell.num_ops, dtype=torch.bool)
+            )
+
+    def op_mask(self, cell_type: str) -> Tensor:
+        """Bool [edges, ops]: which operations may run (False = pruned or projected away)."""
+        mask: Tensor = getattr(self, f"mask_{cell_type}")
+        return mask
+
+    def set_op_mask(self, cell_type: str, mask_EO: Tensor) -> None:
+        current = self.op_mask(cell_type)
+        if mask_EO.shape != current.shape:
+            raise ValueError(
+                f"op mask for {cell_type!r} has shape {tuple(mask_EO.shape)}; "
+                f"expected {tuple(current.shape)}"
+            )
+        current.copy_(mask_EO.to(torch.bool))
+
+    def active_ops(self, weights: ArchWeights) -> dict[str, list[list[bool]]]:
+        """Per cell type and edge, which ops run: unmasked and with a non-zero weight.
+
+        One host transfer per cell type and forward (not one per op)."""
+        out = {}
+        for cell_type, w in weights.items():
+            expected = self.op_mask(cell_type).shape
+            if w.shape != expected:
+                raise ValueError(
+                    f"architecture weights for {cell_type!r} have shape {tuple(w.shape)}; "
+                    f"expected {tuple(expected)}"
+                )
+            out[cell_type] = ((w.detach() != 0) & self.op_mask(cell_type)).tolist()
+        return out
+
+    def arch_shapes(self) -> dict[str, tuple[int, int]]:
+        return {ct: (c.num_edges, c.num_ops) for ct, c in self.space.cells.items()}
+
+    def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
+        raise NotImplementedError
+
+
+class DartsSearchCell(nn.Module):
+    """A supernet cell of a DARTS-style space (4 nodes, 14 mixed edges)."""
+
+    def __init__(
+        self,
+        cell: CellSpace,
+        C_prev_prev: int,
+        C_prev: int,
+        C: int,
+        reduction: bool,
+        reduction_prev: bool,
+        partial_channels: int,
+    ) -> None:
+        super().__init__()
+        self.reduction = reduction
+        self.cell_type = "reduce" if reduction else "normal"
+        if reduction_prev:
+            self.preprocess0: nn.Module = FactorizedReduce(C_prev_prev, C, affine=False)
+        else:
+            self.preprocess0 = ReLUConvBN(C_prev_prev, C, 1, 1, 0, affine=False)
+        self.preprocess1 = ReLUConvBN(C_prev, C, 1, 1, 0, affine=False)
+        self.num_input_nodes = cell.num_input_nodes
+        self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
+        self.edge_src = [e.src for e in cell.edges]
+        self.ops = nn.ModuleList(
+            MixedOp(
+                C,
+                2 if reduction and e.src < cell.num_input_nodes else 1,
+                e.ops,
+                partial_channels=partial_channels,
+            )
+            for e in cell.edges
+        )
+        self.multiplier = len(self.edges_into)
+
+    def forward(
+        self, s0: Tensor, s1: Tensor, weights_EO: Tensor, active: list[list[bool]]
+    ) -> Tensor:
+        states = [self.preprocess0(s0), self.preprocess1(s1)]
+        w_E = weights_EO.unbind(0)
+        for edges in self.edges_into:
+            node: Tensor | None = None
+            for e in edges:
+                node = self.ops[e](states[self.edge_src[e]], w_E[e], active[e], node)
+            if node is None:  # every op into this node is off: the node is zero
+                ref = states[1] if not self.reduction else states[1][:, :, ::2, ::2]
+                node = torch.zeros_like(ref)
+            states.append(node)
+        return torch.cat(states[self.num_input_nodes :], dim=1)
+
+
+class DartsSupernet(Supernet):
+    """The DARTS search network for a DARTS-style space (darts, s1..s5)."""
+
+    def __init__(
+        self,
+        *,
+        space: Space | str = "darts",
+        C: int = 16,
+        layers: int = 8,
+        num_classes: int = 10,
+        partial_channels: int = 1,
+        stem_multiplier: int = 3,
+    ) -> None:
+        super().__init__()
+        self.space = get_space(space) if isinstance(space, str) else space
+        if self.space.family != "darts":
+            raise ValueError(f"DartsSupernet needs a DARTS-style space, got {self.space.name!r}")
+        if layers < 3:
+            raise ValueError(f"layers must be at least 3 (two reduction cells), got {layers}")
+        if C < 1 or num_classes < 1:
+            raise ValueError(f"C and num_classes must be positive, got C={C}, {num_classes}")
+        self.C, self.layers, self.num_classes = C, layers, num_classes
+        C_curr = stem_multiplier * C
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, C_curr, 3, padding=1, bias=False), nn.BatchNorm2d(C_curr)
+        )
+        C_prev_prev, C_prev, C_curr = C_curr, C_curr, C
+        self.cells = nn.ModuleList()
+        reduction_prev = False
+        for i in range(layers):
+            reduction = i in (layers // 3, 2 * layers // 3)
+            if reduction:
+                C_curr *= 2
+            cell = DartsSearchCell(
+                self.space.cells["reduce" if reduction else "normal"],
+                C_prev_prev,
+                C_prev,
+                C_curr,
+                reduction,
+                reduction_prev,
+                partial_channels,
+            )
+            reduction_prev = reduction
+            self.cells.append(cell)
+            C_prev_prev, C_prev = C_prev, cell.multiplier * C_curr
+        self.global_pooling = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(C_prev, num_classes)
+        self._init_masks()
+
+    def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
+        active = self.active_ops(weights)
+        s0 = s1 = self.stem(x)
+        for cell in self.cells:
+            ct = "reduce" if cell.reduction else "normal"
+            s0, s1 = s1, cell(s0, s1, weights[ct], active[ct])
+        return self.classifier(self.global_pooling(s1).flatten(1))
+
+
+class NB201SearchCell(nn.Module):
+    """A searchable NAS-Bench-201 cell: node j sums the mixed ops of edges from all i < j."""
+
+    def __init__(
+        self, cell: CellSpace, C: int, partial_channels: int, track_running_stats: bool
+    ) -> None:
+        super().__init__()
+        self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
+        self.edge_src = [e.src for e in cell.edges]
+        self.ops = nn.ModuleList(
+            MixedOp(
+                C,
+                1,
+                e.ops,
+                partial_channels=partial_channels,
+                bn_after_pool=False,
+                track_running_stats=track_running_stats,
+            )
+            for e in cell.edges
+        )
+
+    def forward(self, x: Tensor, weights_EO: Tensor, active: list[list[bool]]) -> Tensor:
+        nodes = [x]
+        w_E = weights_EO.unbind(0)
+        for edges in self.edges_into:
+            node: Tensor | None = None
+            for e in edges:
+                node = self.ops[e](nodes[self.edge_src[e]], w_E[e], active[e], node)
+            nodes.append(torch.zeros_like(x) if node is None else node)
+        return nodes[-1]
+
+
+class NB201Supernet(Supernet):
+    """The NAS-Bench-201 search network: C, 2C, 4C stages of N searchable cells."""
+
+    def __init__(
+        self,
+        *,
+        space: Space | str = "nb201",
+        C: int = 16,
+        N: int = 5,
+        num_classes: int = 10,
+        partial_channels: int = 1,
+        track_running_stats: bool = False,
+    ) -> None:
+        super().__init__()
+        self.space = get_space(space) if isinstance(space, str) else space
+        if self.space.family != "nb201":
+            raise ValueError(f"NB201Supernet needs the nb201 space, got {self.space.name!r}")
+        if C < 1 or N < 1 or num_classes < 1:
+            raise ValueError(f"C, N and num_classes must be positive, got {C}, {N}, {num_classes}")
+        self.C, self.N, self.num_classes = C, N, num_classes
+        self.stem = nn.Sequential(nn.Conv2d(3, C, 3, padding=1, bias=False), nn.BatchNorm2d(C))
+        channels = [C] * N + [2 * C] + [2 * C] * N + [4 * C] + [4 * C] * N
+        reductions = [False] * N + [True] + [False] * N + [True] + [False] * N
+        self.cells = nn.ModuleList()
+        C_prev = C
+        cell_space = self.space.cells["cell"]
+        for C_curr, reduction in zip(channels, reductions):
+            if reduction:
+                self.cells.append(ResNetBasicblock(C_prev, C_curr, 2, True))
+            else:
+                self.cells.append(
+                    NB201SearchCell(cell_space, C_curr, partial_channels, track_running_stats)
+                )
+            C_prev = C_curr
+        self.lastact = nn.Sequential(nn.BatchNorm2d(C_prev), nn.ReLU(inplace=True))
+        self.global_pooling = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(C_prev, num_classes)
+        self._init_masks()
+
+    def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
+        active = self.active_ops(weights)["cell"]
+        w = weights["cell"]
+        feature = self.stem(x)
+        for cell in self.cells:
+            if isinstance(cell, NB201SearchCell):
+                feature = cell(feature, w, active)
+            else:
+                feature = cell(feature)
+        return self.classifier(self.global_pooling(self.lastact(feature)).flatten(1))
+
+
+def build_supernet(
+    space: str,
+    *,
+    C: int,
+    layers: int,
+    num_classes: int,
+    partial_channels: int = 1,
+    track_running_stats: bool | None = None,
+) -> Supernet:
+    """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201)."""
+    s = get_space(space)
+    if s.family == "nb201":
+        return NB201Supernet(
+            space=s,
+            C=C,
+            N=layers,
+            num_classes=num_classes,
+            partial_channels=partial_channels,
+            track_running_stats=False if track_running_stats is None else track_running_stats,
+        )
+    return DartsSupernet(
+        space=s, C=C, layers=layers, num_classes=num_classes, partial_channels=partial_channels
+    )
