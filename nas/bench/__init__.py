@@ -8,12 +8,18 @@ are what an NB201 search logs every epoch and prints at the end.
 """
 
 from nas.bench.nb201 import DATASETS, HPS, NB201, NUM_CELLS, SPLIT_ALIASES, BestCell
+from nas.bench.official import convert_official
+from nas.bench.search_log import SEARCH_LOG_KEYS, format_result_line, search_log_entry
 
 __all__ = [
     "DATASETS",
     "HPS",
     "NB201",
     "NUM_CELLS",
+    "SEARCH_LOG_KEYS",
     "SPLIT_ALIASES",
     "BestCell",
+    "convert_official",
+    "format_result_line",
+    "search_log_entry",
 ]
