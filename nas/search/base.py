@@ -178,6 +178,10 @@ class SearchStrategy(nn.Module, abc.ABC):
         self.arch_optimizer.step()
         return {"val_loss": loss.detach(), "val_acc": accuracy(logits.detach(), val_batch[1])}
 
+    def updates_arch(self, epoch: int) -> bool:
+        """Whether epoch ``epoch`` (0-based) takes architecture steps (DrNAS warms up first)."""
+        return not self.fix_alpha
+
     def on_epoch_end(self, epoch: int) -> None:
         """Per-epoch schedules (progressive stages, pruning); nothing for plain DARTS."""
 

@@ -1,0 +1,92 @@
+"""``nas-search``: run a differentiable architecture search from Hydra configs.
+
+``nas-search`` alone runs the quickstart; ``nas-search space=darts search=darts
+search.order=2 epochs=50`` overrides any value; ``nas-search -m seed=0,1,2`` sweeps seeds.
+Bad input (an unknown name, a value of the wrong type or range, an unusable run folder, a
+non-finite loss) prints one line and exits with code 2; SIGTERM writes a checkpoint and exits
+with code 143 after saying how to resume.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+GROUPS = ("space", "search", "selection", "data", "experiment")
+EXIT_BAD_INPUT = 2
+EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
+
+
+def _fail(message: str) -> None:
+    print(f"nas-search: error: {message}", file=sys.stderr)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def check_group_choices(argv: list[str]) -> None:
+    """Reject ``group=unknown`` before Hydra does (its message spans a page)."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in GROUPS or value in ("null", ""):
+            continue
+        options = sorted(p.stem for p in (CONFIG_DIR / key).glob("*.yaml"))
+        for choice in value.split(","):  # -m sweeps: space=darts,nb201
+            if choice not in options:
+                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(options)}")
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")
+def _search(cfg: DictConfig) -> None:
+    from nas.search.loop import Preempted, SearchError, run_search
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        result = run_search(cfg, run_dir)
+    except Preempted as p:
+        overrides = " ".join(HydraConfig.get().overrides.task)
+        print(
+            f"nas-search: preempted; checkpoint written to {p.checkpoint}. Resume with: "
+            f"nas-search {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_PREEMPTED)
+    except (SearchError, ValueError, FileNotFoundError) as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    print(f"run folder: {result.run_dir}")
+    print(f"genotype ({OmegaConf.select(cfg, 'selection.name')}): {result.genotype}")
+    bench_line = _bench_line(result.genotype)
+    if bench_line:
+        print(bench_line)
+
+
+def _bench_line(genotype: object) -> str | None:
+    from search_spaces.genotype import NB201Genotype
+
+    if not isinstance(genotype, NB201Genotype):
+        return None
+    try:
+        from nas.bench import format_result_line
+    except ImportError:
+        return None
+    line: str = format_result_line(genotype)
+    return line
+
+
+def main() -> None:
+    check_group_choices(sys.argv[1:])
+    try:
+        _search()
+    except SystemExit as e:
+        # Hydra reports its own config errors with exit code 1; ours are 2 everywhere.
+        if e.code == 1:
+            sys.exit(EXIT_BAD_INPUT)
+        raise
+
+
+if __name__ == "__main__":
+    main()

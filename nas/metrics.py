@@ -1,0 +1,70 @@
+"""Run logs: ``metrics.jsonl`` (one JSON object per event) and TensorBoard scalars.
+
+Shared by the search and training loops. Every event carries ``epoch`` and ``step`` (the global
+step). On resume, events logged after the checkpoint that the run restarts from are dropped
+from ``metrics.jsonl`` (and TensorBoard is told to purge them), so the log of a resumed run
+reads as if it had never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from torch.utils.tensorboard import SummaryWriter
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN / inf
+    return value
+
+
+class MetricLogger:
+    """Appends events to ``run_dir/metrics.jsonl`` and scalars to TensorBoard."""
+
+    def __init__(self, run_dir: str | Path, *, resume_step: int | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "metrics.jsonl"
+        if resume_step is not None:
+            self._truncate_after(resume_step)
+        elif self.path.exists():
+            self.path.unlink()
+        self._file = open(self.path, "a", buffering=1)
+        self.tb = SummaryWriter(
+            log_dir=str(self.run_dir / "tensorboard"),
+            purge_step=resume_step + 1 if resume_step is not None else None,
+        )
+
+    def _truncate_after(self, step: int) -> None:
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except json.JSONDecodeError:
+                continue  # a line torn by a kill: drop it
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.path)
+
+    def log(self, event: str, *, epoch: int, step: int, **values: Any) -> None:
+        """One event: JSON line with all values; numeric values also go to TensorBoard."""
+        record = {"event": event, "epoch": epoch, "step": step}
+        record.update({k: _clean(v) for k, v in values.items()})
+        self._file.write(json.dumps(record) + "\n")
+        for key, value in values.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.tb.add_scalar(f"{event}/{key}" if "/" not in key else key, value, step)
+
+    def text(self, tag: str, text: str, step: int) -> None:
+        self.tb.add_text(tag, text, step)
+
+    def close(self) -> None:
+        self._file.close()
+        self.tb.close()

@@ -1,0 +1,568 @@
+"""The search loop: epochs of bi-level steps, logging, checkpoints, resume, then selection.
+
+Third stage of the pipeline (``nas.search``); the only place that iterates over data. It
+follows the reference ``train_search.py`` of DARTS (Liu et al., ICLR 2019): the training set
+is split by index into a weight half and an architecture half; each step takes an
+architecture step on an architecture batch and a weight step on a weight batch (SGD with
+momentum, weight decay, gradient clipping, a cosine learning rate per epoch); at the end the
+selector derives the genotype.
+
+Reproducibility: every epoch reseeds Python, NumPy and torch from (seed, epoch), and its data
+order and worker seeds come from the same pair, so an epoch is a pure function of the state at
+its start. A checkpoint is written atomically at the end of every epoch; SIGTERM (how clusters
+preempt jobs) writes one at the next step boundary, with the position in the epoch and the RNG
+states, and stops. Either way ``resume=true`` continues to exactly the architecture an
+uninterrupted run reaches (on CPU; with data-loader workers, a SIGTERM resume in the middle of
+an epoch sees the same batches but other augmentation draws).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader, Dataset, Sampler
+from tqdm import tqdm
+
+from nas.checkpoint import (
+    CheckpointError,
+    atomic_save,
+    load_checkpoint,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
+from nas.data import build_dataset, dataset_info, search_split, train_transform
+from nas.data.loaders import seed_worker
+from nas.metrics import MetricLogger
+from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, accuracy
+from nas.selection.base import SELECTORS, Selector
+from nas.supernet import Supernet, build_supernet
+from search_spaces.genotype import AnyGenotype, NB201Genotype
+from search_spaces.nb201 import arch_to_index
+
+
+class SearchError(ValueError):
+    """A search that cannot go on (bad configuration, non-finite loss, unusable run folder)."""
+
+
+class Preempted(Exception):
+    """SIGTERM arrived; a checkpoint was written and the run stopped."""
+
+    def __init__(self, checkpoint: Path) -> None:
+        super().__init__(str(checkpoint))
+        self.checkpoint = checkpoint
+
+
+@dataclass
+class SearchResult:
+    genotype: AnyGenotype
+    run_dir: Path
+    final_metrics: dict[str, float]
+
+
+def epoch_seed(seed: int, epoch: int, stream: int = 0) -> int:
+    """A well-mixed 63-bit seed for (run seed, epoch, stream)."""
+    return int(np.random.SeedSequence([seed, epoch, stream]).generate_state(2, np.uint64)[0] >> 1)
+
+
+class EpochSampler(Sampler[int]):
+    """A shuffled order fixed by (seed, epoch) that can start at any batch of the epoch."""
+
+    def __init__(self, num_items: int, *, seed: int, batch_size: int, stream: int) -> None:
+        self.num_items = num_items
+        self.seed = seed
+        self.batch_size = batch_size
+        self.stream = stream
+        self.epoch = 0
+        self.start_batch = 0
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.epoch = epoch
+        self.start_batch = start_batch
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch, self.stream))
+        order = torch.randperm(self.num_items, generator=g)
+        return iter(order[self.start_batch * self.batch_size :].tolist())
+
+    def __len__(self) -> int:
+        return max(0, self.num_items - self.start_batch * self.batch_size)
+
+
+def _loader(dataset: Dataset[Any], cfg: DictConfig, stream: int) -> DataLoader[Any]:
+    sampler = EpochSampler(
+        len(dataset),  # type: ignore[arg-type]
+        seed=int(cfg.seed),
+        batch_size=int(cfg.batch_size),
+        stream=stream,
+    )
+    return DataLoader(
+        dataset,
+        batch_size=int(cfg.batch_size),
+        sampler=sampler,
+        num_workers=int(cfg.data.num_workers),
+        pin_memory=bool(cfg.data.pin_memory) and torch.cuda.is_available(),
+        worker_init_fn=seed_worker,
+        generator=torch.Generator(),
+    )
+
+
+def _start_epoch(
+    loader: DataLoader[Any], seed: int, epoch: int, start_batch: int, stream: int
+) -> Iterator[Any]:
+    sampler = loader.sampler
+    assert isinstance(sampler, EpochSampler)
+    sampler.set_epoch(epoch, start_batch)
+    assert loader.generator is not None
+    # Worker seeds derive from this generator: fix them by (seed, epoch, position).
+    loader.generator.manual_seed(epoch_seed(seed, epoch, 1000 + stream + 7919 * start_batch))
+    return iter(loader)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise SearchError(f"device must be auto, cpu, cuda or cuda:N, got {name!r}")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SearchError(f"device={name} asked for, but CUDA is not available here")
+    return torch.device(name)
+
+
+def _autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
+    if amp in (None, False, "none", "null"):
+        return None
+    if amp == "bf16":
+        return torch.bfloat16
+    if amp == "fp16":
+        if device.type != "cuda":
+            raise SearchError("amp=fp16 needs CUDA; on CPU use amp=bf16 or amp=null")
+        return torch.float16
+    raise SearchError(f"amp must be null, bf16 or fp16, got {amp!r}")
+
+
+def _positive(cfg: DictConfig, key: str, kind: type = int) -> None:
+    value = OmegaConf.select(cfg, key)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    if kind is int:
+        ok = ok and isinstance(value, int)
+    if not ok:
+        raise SearchError(f"{key} must be a positive {kind.__name__}, got {value!r}")
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Check the top-level values a search needs; one-line errors naming key and value."""
+    for key in ("epochs", "batch_size", "space.C", "space.layers", "log_every"):
+        _positive(cfg, key)
+    for key in ("optimizer.lr", "optimizer.grad_clip"):
+        _positive(cfg, key, float)
+    for key in ("optimizer.lr_min", "optimizer.weight_decay", "optimizer.momentum"):
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise SearchError(f"{key} must be a number >= 0, got {value!r}")
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
+        raise SearchError(f"seed must be an int >= 0, got {cfg.seed!r}")
+
+
+class SearchRun:
+    """One search in one run folder. ``run()`` returns the selected genotype."""
+
+    def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
+        validate_config(cfg)
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.ckpt_path = self.run_dir / "checkpoints" / "last.pt"
+        self.device = resolve_device(str(cfg.device))
+        self.channels_last = bool(cfg.channels_last)
+        self.seed = int(cfg.seed)
+        self.epochs = int(cfg.epochs)
+
+        resume_state = self._resume_state()
+        seed_everything(self.seed)
+
+        # data: the training set split by index into weight and architecture halves
+        info = dataset_info(str(cfg.data.name))
+        try:
+            train_set = build_dataset(
+                str(cfg.data.name),
+                root=cfg.data.get("root"),
+                train=True,
+                transform=train_transform(
+                    str(cfg.data.name), cutout=int(cfg.data.get("cutout", 0) or 0)
+                ),
+                download=bool(cfg.data.get("download", False)),
+            )
+            weight_set, arch_set = search_split(
+                train_set, train_portion=float(cfg.data.train_portion)
+            )
+        except (ValueError, FileNotFoundError) as e:
+            raise SearchError(str(e)) from None
+        self.train_loader = _loader(weight_set, cfg, stream=0)
+        self.val_loader = _loader(arch_set, cfg, stream=1)
+
+        # supernet, strategy, weight optimiser, schedule
+        try:
+            self.supernet: Supernet = build_supernet(
+                str(cfg.space.name),
+                C=int(cfg.space.C),
+                layers=int(cfg.space.layers),
+                num_classes=int(info["num_classes"]),
+                partial_channels=int(cfg.space.get("partial_channels", 1)),
+            ).to(self.device)
+        except ValueError as e:
+            raise SearchError(str(e)) from None
+        if self.channels_last:
+            self.supernet = self.supernet.to(memory_format=torch.channels_last)
+        opt_cfg = cfg.optimizer
+        self.weight_optimizer = torch.optim.SGD(
+            self.supernet.parameters(),
+            lr=float(opt_cfg.lr),
+            momentum=float(opt_cfg.momentum),
+            weight_decay=float(opt_cfg.weight_decay),
+            foreach=True,
+        )
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            self.weight_optimizer, T_max=self.epochs, eta_min=float(opt_cfg.lr_min)
+        )
+        self.strategy = self._build_strategy()
+        self.strategy.attach(
+            SearchContext(
+                supernet=self.supernet,
+                weight_optimizer=self.weight_optimizer,
+                grad_clip=float(opt_cfg.grad_clip),
+                autocast_dtype=_autocast_dtype(cfg.get("amp"), self.device),
+            ),
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+        self.strategy.to(self.device)
+        self.selector = self._build_selector()
+
+        self.epoch = 0  # epochs completed
+        self.step_in_epoch = 0  # batches of the current epoch done (non-zero only after SIGTERM)
+        self.global_step = 0
+        self._epoch_sums: dict[str, float] = {}
+        if resume_state is not None:
+            self._load(resume_state)
+        self.logger = MetricLogger(
+            self.run_dir, resume_step=self.global_step if resume_state is not None else None
+        )
+        self._stop_requested = False
+
+    # ------------------------------------------------------------------------- building
+
+    def _build_strategy(self) -> SearchStrategy:
+        from hydra.utils import instantiate
+
+        name = str(self.cfg.search.get("name", ""))
+        if name not in STRATEGIES:
+            raise SearchError(
+                f"unknown search strategy {name!r}; expected one of {', '.join(STRATEGIES.names())}"
+            )
+        try:
+            strategy = instantiate(_without_name(self.cfg.search), _convert_="all")
+        except Exception as e:  # Hydra wraps constructor errors; report the cause's line
+            cause = e.__cause__ or e
+            raise SearchError(str(cause).splitlines()[0]) from None
+        if not isinstance(strategy, SearchStrategy):
+            raise SearchError(
+                f"search._target_ built {type(strategy).__name__}, not a SearchStrategy"
+            )
+        return strategy
+
+    def _build_selector(self) -> Selector:
+        from hydra.utils import instantiate
+
+        name = str(self.cfg.selection.get("name", ""))
+        if name not in SELECTORS:
+            raise SearchError(
+                f"unknown selector {name!r}; expected one of {', '.join(SELECTORS.names())}"
+            )
+        try:
+            selector = instantiate(_without_name(self.cfg.selection), _convert_="all")
+        except Exception as e:
+            cause = e.__cause__ or e
+            raise SearchError(str(cause).splitlines()[0]) from None
+        if not isinstance(selector, Selector):
+            raise SearchError(f"selection._target_ built {type(selector).__name__}, not a Selector")
+        return selector
+
+    # ----------------------------------------------------------------------- checkpoints
+
+    def _resume_state(self) -> dict[str, Any] | None:
+        if not bool(self.cfg.resume):
+            if self.ckpt_path.exists():
+                raise SearchError(
+                    f"run folder {self.run_dir} already holds a search ({self.ckpt_path}); "
+                    "pass resume=true to continue it, or another hydra.run.dir for a new one"
+                )
+            return None
+        try:
+            state = load_checkpoint(self.ckpt_path, kind="search")
+        except CheckpointError as e:
+            raise SearchError(str(e)) from None
+        space = state["config"]["space"]["name"]
+        if space != str(self.cfg.space.name):
+            raise SearchError(
+                f"checkpoint {self.ckpt_path} is a search of space {space!r}, but space="
+                f"{self.cfg.space.name} was asked for; resume with the run's own config"
+            )
+        return state
+
+    def _checkpoint(self) -> None:
+        atomic_save(
+            {
+                "kind": "search",
+                "version": 1,
+                "config": OmegaConf.to_container(self.cfg, resolve=True),
+                "epoch": self.epoch,
+                "step_in_epoch": self.step_in_epoch,
+                "global_step": self.global_step,
+                "epoch_sums": dict(self._epoch_sums),
+                "supernet": self.supernet.state_dict(),
+                "strategy": self.strategy.checkpoint_state(),
+                "weight_optimizer": self.weight_optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "selector": self.selector.state_dict(),
+                "rng": rng_state(),
+            },
+            self.ckpt_path,
+        )
+
+    def _load(self, state: dict[str, Any]) -> None:
+        try:
+            self.supernet.load_state_dict(state["supernet"])
+            self.strategy.load_checkpoint_state(state["strategy"])
+            self.weight_optimizer.load_state_dict(state["weight_optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            reason = str(e).splitlines()[0]
+            raise SearchError(
+                f"checkpoint {self.ckpt_path} does not fit this search's supernet or strategy "
+                f"({reason}); resume with the run's own config"
+            ) from None
+        self.epoch = int(state["epoch"])
+        self.step_in_epoch = int(state["step_in_epoch"])
+        self.global_step = int(state["global_step"])
+        self._epoch_sums = dict(state.get("epoch_sums", {}))
+        self._resume_rng = state["rng"] if self.step_in_epoch else None
+
+    # ----------------------------------------------------------------------------- steps
+
+    def _to_device(self, batch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = batch
+        x = x.to(self.device, non_blocking=True)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y.to(self.device, non_blocking=True)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self._stop_requested = True
+
+    def run(self) -> SearchResult:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            while self.epoch < self.epochs:
+                self._run_epoch()
+            genotype = self._select()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.logger.close()
+        return SearchResult(genotype, self.run_dir, self._final)
+
+    def _run_epoch(self) -> None:
+        epoch, start = self.epoch, self.step_in_epoch
+        if start == 0:
+            seed_everything(epoch_seed(self.seed, epoch, 99))
+            self._epoch_sums = {}
+        else:
+            set_rng_state(self._resume_rng)
+        lr = self.weight_optimizer.param_groups[0]["lr"]
+        update_arch = self.strategy.updates_arch(epoch)
+        self.supernet.train()
+        train_iter = _start_epoch(self.train_loader, self.seed, epoch, start, 0)
+        num_val = len(self.val_loader.sampler)  # type: ignore[arg-type]
+        val_batches = math.ceil(num_val / int(self.cfg.batch_size))
+        val_iter = _start_epoch(self.val_loader, self.seed, epoch, start % val_batches, 1)
+        total = start + len(self.train_loader)
+        bar = tqdm(
+            total=total,
+            initial=start,
+            desc=f"epoch {epoch + 1}/{self.epochs}",
+            disable=not sys.stderr.isatty(),
+            leave=False,
+        )
+        t0 = time.perf_counter()
+        images = 0
+        for train_batch in train_iter:
+            try:
+                val_batch = next(val_iter)
+            except StopIteration:  # the architecture half is shorter: start it again
+                val_iter = _start_epoch(
+                    self.val_loader, self.seed, epoch + 100003 * (self.step_in_epoch + 1), 0, 1
+                )
+                val_batch = next(val_iter)
+            tb, vb = self._to_device(train_batch), self._to_device(val_batch)
+            metrics = {
+                k: float(v) for k, v in self.strategy.step(tb, vb, update_arch=update_arch).items()
+            }
+            for key, value in metrics.items():
+                if not math.isfinite(value):
+                    where = f"epoch {epoch + 1}, step {self.step_in_epoch + 1}"
+                    raise SearchError(
+                        f"{key} became {value} at {where}; stopped, the last good checkpoint "
+                        f"{self.ckpt_path} is kept"
+                    )
+            n = int(tb[0].shape[0])
+            images += n
+            for key, value in metrics.items():
+                self._epoch_sums[key] = self._epoch_sums.get(key, 0.0) + value * n
+            self._epoch_sums["_n"] = self._epoch_sums.get("_n", 0.0) + n
+            self.step_in_epoch += 1
+            self.global_step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{metrics['train_loss']:.3f}")
+            if self.global_step % int(self.cfg.log_every) == 0:
+                self.logger.log("step", epoch=epoch, step=self.global_step, lr=lr, **metrics)
+            if self._stop_requested:
+                bar.close()
+                self._checkpoint()
+                raise Preempted(self.ckpt_path)
+        bar.close()
+        elapsed = time.perf_counter() - t0
+        self.strategy.on_epoch_end(epoch)
+        self.scheduler.step()
+        self.epoch += 1
+        self.step_in_epoch = 0
+        self._log_epoch(epoch, lr, images / max(elapsed, 1e-9))
+        self._checkpoint()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Accuracy of the deterministic architecture on the architecture half, BN in train mode
+        (batch statistics), as the supernet is evaluated during search."""
+        weights = self.strategy.arch_weights(sample=False)
+        correct = loss_sum = 0.0
+        count = 0
+        it = _start_epoch(self.val_loader, self.seed, 10**6 + self.epoch, 0, 2)
+        with torch.random.fork_rng(devices=[]):
+            for batch in it:
+                x, y = self._to_device(batch)
+                loss, logits = self.strategy.loss((x, y), weights)
+                n = int(y.shape[0])
+                loss_sum += float(loss) * n
+                correct += float(accuracy(logits, y)) * n
+                count += n
+        return {"eval_loss": loss_sum / count, "eval_acc": correct / count}
+
+    def _log_epoch(self, epoch: int, lr: float, images_per_s: float) -> None:
+        n = self._epoch_sums.get("_n", 1.0)
+        means = {k: v / n for k, v in self._epoch_sums.items() if k != "_n"}
+        if bool(self.cfg.get("eval", True)):
+            means.update(self.evaluate())
+        genotype = self.selector_preview()
+        entry: dict[str, Any] = {"lr": lr, "images_per_s": images_per_s, **means}
+        bench = self._bench_entry(genotype)
+        entry.update(bench)
+        self.logger.log(
+            "epoch", epoch=epoch, step=self.global_step, genotype=str(genotype), **entry
+        )
+        self.logger.text("genotype", str(genotype), self.global_step)
+        with torch.no_grad():
+            weights = self.strategy.arch_weights(sample=False)
+        self.logger.log(
+            "arch_weights",
+            epoch=epoch,
+            step=self.global_step,
+            **{ct: w.detach().cpu().tolist() for ct, w in weights.items()},
+        )
+        space = self.supernet.space
+        for ct, w in weights.items():
+            for edge in space.cells[ct].edges:
+                for k, op in enumerate(edge.ops):
+                    self.logger.tb.add_scalar(
+                        f"arch/{ct}/edge{edge.index}_{edge.src}-{edge.dst}/{op}",
+                        float(w[edge.index, k]),
+                        self.global_step,
+                    )
+        self._final = entry
+        nan = float("nan")
+        acc = means.get("eval_acc", means.get("val_acc", nan))
+        line = (
+            f"epoch {epoch + 1}/{self.epochs}  lr {lr:.4g}  "
+            f"train_loss {means.get('train_loss', nan):.4f}  "
+            f"train_acc {means.get('train_acc', nan):.4f}  val_acc {acc:.4f}  "
+            f"{images_per_s:.1f} img/s"
+        )
+        if bench:
+            line += "  " + "  ".join(f"{k} {v:.2f}" for k, v in bench.items() if k.endswith("test"))
+        print(line, flush=True)
+
+    def selector_preview(self) -> AnyGenotype:
+        """The argmax genotype of the current weights, logged every epoch whatever the selector."""
+        from nas.selection.argmax import Argmax
+
+        return Argmax().select(self.strategy)
+
+    def _bench_entry(self, genotype: AnyGenotype) -> dict[str, float]:
+        if not isinstance(genotype, NB201Genotype):
+            return {}
+        try:
+            from nas.bench import search_log_entry
+        except ImportError:  # the benchmark table is optional for a search
+            return {}
+        entry: dict[str, float] = search_log_entry(genotype)
+        return entry
+
+    def _select(self) -> AnyGenotype:
+        genotype = self.selector.select(self.strategy, _batches(self.val_loader, self))
+        record: dict[str, Any] = {
+            "space": str(self.cfg.space.name),
+            "genotype": genotype.to_json(),
+            "text": str(genotype),
+            "selector": str(self.cfg.selection.name),
+            "strategy": str(self.cfg.search.name),
+        }
+        if isinstance(genotype, NB201Genotype):
+            record["arch"] = str(genotype)
+            record["index"] = arch_to_index(genotype)
+        tmp = self.run_dir / "genotype.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
+        tmp.replace(self.run_dir / "genotype.json")
+        return genotype
+
+    _final: dict[str, float] = {}
+    _resume_rng: Any = None
+
+
+def _batches(
+    loader: DataLoader[Any], run: SearchRun
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    it = _start_epoch(loader, run.seed, 2 * 10**6, 0, 3)
+    for batch in it:
+        yield run._to_device(batch)
+
+
+def _without_name(node: DictConfig) -> DictConfig:
+    """A plug-in config without its registry key ``name`` (not a constructor argument)."""
+    out = OmegaConf.create({k: v for k, v in node.items() if k != "name"})
+    assert isinstance(out, DictConfig)
+    return out
+
+
+def run_search(cfg: DictConfig, run_dir: str | Path) -> SearchResult:
+    """Run (or, with ``resume=true``, continue) the search that ``cfg`` describes in ``run_dir``."""
+    return SearchRun(cfg, run_dir).run()
