@@ -33,7 +33,7 @@ class MetricLogger:
             self._truncate_after(resume_step)
         elif self.path.exists():
             self.path.unlink()
-        self._file = open(self.path, "a", buffering=1)
+        self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 (closed in close())
         self.tb = SummaryWriter(
             log_dir=str(self.run_dir / "tensorboard"),
             purge_step=resume_step + 1 if resume_step is not None else None,

@@ -257,6 +257,9 @@ _CIFAR100 = _CifarFormat(
 )
 
 
+_CIFAR_FORMATS = {"cifar10": _CIFAR10, "cifar100": _CIFAR100}
+
+
 def read_cifar_folder(
     root: str | os.PathLike[str], *, train: bool, variant: str = "cifar10"
 ) -> tuple[np.ndarray, list[int], list[str], Path]:
@@ -265,7 +268,7 @@ def read_cifar_folder(
     ``root`` is the ``cifar-10-batches-py`` / ``cifar-100-python`` folder or its parent. Any
     subset of the batch files is accepted, read in the standard order.
     """
-    fmt = {"cifar10": _CIFAR10, "cifar100": _CIFAR100}.get(variant)
+    fmt = _CIFAR_FORMATS.get(variant)
     if fmt is None:
         raise ValueError(f"unknown CIFAR variant {variant!r}; expected 'cifar10' or 'cifar100'")
     names = fmt.train_files if train else fmt.test_files
@@ -312,22 +315,23 @@ def _download_cifar(root: Path, fmt: _CifarFormat) -> None:
 
 
 def _build_cifar(
-    fmt: _CifarFormat, name: str
+    variant: str,
 ) -> Callable[[Path | None, bool, Transform | None, bool], Dataset[Any]]:
+    fmt = _CIFAR_FORMATS[variant]
+
     def build(
         root: Path | None, train: bool, transform: Transform | None, download: bool
     ) -> Dataset[Any]:
         assert root is not None
         names = fmt.train_files if train else fmt.test_files
-        folder = root / fmt.base_folder if root.name != fmt.base_folder else root
-        has_files = any((d / n).is_file() for d in (root, folder) for n in names)
-        if download and not has_files:
+        # torchvision's convention: root is the parent of the batches folder (or that folder).
+        folder = root if root.name == fmt.base_folder else root / fmt.base_folder
+        if download and not any((d / n).is_file() for d in (root, folder) for n in names):
             _download_cifar(folder.parent, fmt)
-        images, labels, classes, found = read_cifar_folder(
-            root, train=train, variant="cifar10" if fmt is _CIFAR10 else "cifar100"
-        )
+            root = folder  # read what was fetched, even if root holds other batch files
+        images, labels, classes, found = read_cifar_folder(root, train=train, variant=variant)
         return ImageArrayDataset(
-            name=name,
+            name=variant,
             data=images,
             targets=labels,
             classes=classes,
@@ -458,7 +462,7 @@ DATASETS.register("cifar10")(
         mean=CIFAR10_MEAN,
         std=CIFAR10_STD,
         family="cifar",
-        build=_build_cifar(_CIFAR10, "cifar10"),
+        build=_build_cifar("cifar10"),
     )
 )
 DATASETS.register("cifar10-mini")(
@@ -481,7 +485,7 @@ DATASETS.register("cifar100")(
         mean=CIFAR100_MEAN,
         std=CIFAR100_STD,
         family="cifar",
-        build=_build_cifar(_CIFAR100, "cifar100"),
+        build=_build_cifar("cifar100"),
     )
 )
 DATASETS.register("imagenet")(
@@ -539,7 +543,8 @@ def build_dataset(
         return spec.build(None, train, transform, download)
     if root is None or str(root) == "":
         raise ValueError(f"dataset {name!r} needs root=<its folder>; got {root!r}")
-    return spec.build(Path(root).expanduser(), train, transform, download)
+    # Absolute, so that messages name the folder even when a launcher changed directory.
+    return spec.build(Path(root).expanduser().absolute(), train, transform, download)
 
 
 def dataset_info(name: str) -> dict[str, Any]:
