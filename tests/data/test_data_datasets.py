@@ -149,21 +149,32 @@ def test_download_fetches_only_missing_cifar(tmp_path, monkeypatch, write_cifar1
     calls = []
 
     def fake_download(url, download_root, filename=None, md5=None, **kwargs):
-        calls.append((url, filename, md5))
+        calls.append((url, download_root, filename, md5))
         folder = tmp_path / "cifar-10-batches-py"
         write_cifar10_batch(folder / "data_batch_1", _images(2, 32), [3, 4])
         write_cifar10_batch(folder / "test_batch", _images(1, 32), [7])
-        assert download_root == str(tmp_path)
 
     monkeypatch.setattr(tv_utils, "download_and_extract_archive", fake_download)
     data = build_dataset("cifar10", root=tmp_path, train=True, download=True)
     assert data.targets == [3, 4]
+    url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
     assert calls == [
-        (
-            "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-            "cifar-10-python.tar.gz",
-            "c58f30108f718f92721af3b95e74349a",
-        )
+        (url, str(tmp_path), "cifar-10-python.tar.gz", "c58f30108f718f92721af3b95e74349a")
     ]
-    build_dataset("cifar10", root=tmp_path, train=False, download=True)
+    build_dataset("cifar10", root=tmp_path / "cifar-10-batches-py", train=False, download=True)
     assert len(calls) == 1  # present files are not fetched again
+
+
+def test_download_next_to_a_partial_folder(tmp_path, monkeypatch, write_cifar10_batch):
+    import torchvision.datasets.utils as tv_utils
+
+    write_cifar10_batch(
+        tmp_path / "data_batch_1", _images(2, 32), [0, 1]
+    )  # a subset, no test batch
+
+    def fake_download(url, download_root, filename=None, md5=None, **kwargs):
+        write_cifar10_batch(tmp_path / "cifar-10-batches-py" / "test_batch", _images(1, 32), [7])
+
+    monkeypatch.setattr(tv_utils, "download_and_extract_archive", fake_download)
+    assert build_dataset("cifar10", root=tmp_path, train=False, download=True).targets == [7]
+    assert build_dataset("cifar10", root=tmp_path, train=True, download=True).targets == [0, 1]
