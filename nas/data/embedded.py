@@ -183,7 +183,7 @@ def decode_images(lengths: np.ndarray, payload: bytes, *, shape: tuple[int, ...]
         if plane == 0:
             green = values
         pixels_first[:, :, channel] = values[:-1] + base[:-1]
-    return pixels_first.transpose(1, 0, 2).reshape(shape)
+    return np.ascontiguousarray(pixels_first.transpose(1, 0, 2)).reshape(shape)
 
 
 def pixel_digest(images: np.ndarray, labels: np.ndarray) -> str:

@@ -23,6 +23,7 @@ def test_loads_by_name_without_a_path():
     assert train.data[0, 0, :10, 0].tolist() == [59, 43, 50, 68, 98, 119, 139, 145, 149, 149]
     assert train.classes[6] == "frog" and test.classes[3] == "cat"
     assert not train.data.flags.writeable  # the decoded cache cannot be altered by a user
+    assert train.data.flags.c_contiguous and train.data.dtype == np.uint8
 
 
 def test_pixel_for_pixel_equal_to_the_shared_files(raw_cifar10):
