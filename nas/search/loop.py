@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 from tqdm import tqdm
 
 from nas.checkpoint import (
@@ -204,6 +204,14 @@ class SearchRun:
                 ),
                 download=bool(cfg.data.get("download", False)),
             )
+            max_items = cfg.data.get("max_items")
+            if max_items is not None:  # the first N images only: smoke tests, tiny studies
+                if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 2:
+                    raise ValueError(
+                        f"data.max_items must be an int >= 2 or null, got {max_items!r}"
+                    )
+                n = min(max_items, len(train_set))  # type: ignore[arg-type]
+                train_set = Subset(train_set, range(n))
             weight_set, arch_set = search_split(
                 train_set, train_portion=float(cfg.data.train_portion)
             )
@@ -452,12 +460,13 @@ class SearchRun:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Accuracy of the deterministic architecture on the architecture half, BN in train mode
-        (batch statistics), as the supernet is evaluated during search."""
+        """Loss and accuracy of the deterministic architecture weights on the architecture half,
+        with the supernet in eval mode (as the reference ``infer``), so nothing is updated."""
         weights = self.strategy.arch_weights(sample=False)
         correct = loss_sum = 0.0
         count = 0
         it = _start_epoch(self.val_loader, self.seed, 10**6 + self.epoch, 0, 2)
+        self.supernet.eval()
         with torch.random.fork_rng(devices=[]):
             for batch in it:
                 x, y = self._to_device(batch)
@@ -466,6 +475,7 @@ class SearchRun:
                 loss_sum += float(loss) * n
                 correct += float(accuracy(logits, y)) * n
                 count += n
+        self.supernet.train()
         return {"eval_loss": loss_sum / count, "eval_acc": correct / count}
 
     def _log_epoch(self, epoch: int, lr: float, images_per_s: float) -> None:

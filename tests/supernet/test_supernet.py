@@ -1,0 +1,115 @@
+import pytest
+import torch
+
+from nas.supernet import DartsSupernet, MixedOp, build_supernet, channel_shuffle
+from search_spaces import SPACE_NAMES, get_space
+
+
+def _uniform(net):
+    return {ct: torch.full(shape, 1.0 / shape[1]) for ct, shape in net.arch_shapes().items()}
+
+
+def test_darts_supernet_has_the_reference_parameter_count():
+    net = build_supernet("darts", C=16, layers=8, num_classes=10)
+    assert sum(p.numel() for p in net.parameters()) == 1_930_618  # quark0/darts model_search
+
+
+@pytest.mark.parametrize("space", SPACE_NAMES)
+def test_every_space_builds_a_supernet_that_runs(space):
+    torch.manual_seed(0)
+    net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10)
+    out = net(torch.randn(2, 3, 16, 16), _uniform(net))
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+    cells = get_space(space).cells
+    assert net.arch_shapes() == {ct: (c.num_edges, c.num_ops) for ct, c in cells.items()}
+
+
+def _count_calls(mixed: MixedOp):
+    calls = {name: 0 for name in mixed.op_names}
+
+    def hook(name):
+        def f(module, inputs, output):
+            calls[name] += 1
+
+        return f
+
+    for name, op in zip(mixed.op_names, mixed.ops):
+        op.register_forward_hook(hook(name))
+    return calls
+
+
+def test_none_zero_weight_and_masked_ops_are_not_run():
+    op = MixedOp(4, 1, get_space("darts").cells["normal"].edges[0].ops)
+    calls = _count_calls(op)
+    x = torch.randn(2, 4, 8, 8)
+    w = torch.tensor([0.2, 0.0, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1])
+    active = [True, True, True, True, False, True, True, True]
+    out = op(x, w, [a and bool(v != 0) for a, v in zip(active, w)])
+    assert calls["none"] == 0  # never run
+    assert calls["max_pool_3x3"] == 0  # weight exactly zero
+    assert calls["sep_conv_3x3"] == 0  # masked
+    assert calls["avg_pool_3x3"] == calls["dil_conv_5x5"] == 1
+    # the result is the weighted sum of the ops that ran
+    with torch.no_grad():
+        ref = sum(w[k] * op.ops[k](x) for k in (2, 3, 5, 6, 7))
+    assert torch.allclose(out, ref, atol=1e-6)
+
+
+def test_supernet_skips_ops_by_weight_and_mask():
+    torch.manual_seed(0)
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    w = _uniform(net)
+    w["cell"][:, 3] = 0.0  # nor_conv_3x3 weight zero on every edge
+    mask = torch.ones(6, 5, dtype=torch.bool)
+    mask[:, 2] = False  # nor_conv_1x1 masked on every edge
+    net.set_op_mask("cell", mask)
+    ran = []
+    for cell in net.cells:
+        for mixed in getattr(cell, "ops", []):
+            for name, op in zip(mixed.op_names, mixed.ops):
+                op.register_forward_hook(lambda m, i, o, name=name: ran.append(name))
+    net(torch.randn(2, 3, 8, 8), w)
+    assert ran and set(ran) == {"skip_connect", "avg_pool_3x3"}
+    assert "mask_cell" in net.state_dict()
+    with pytest.raises(
+        ValueError, match=r"op mask for 'cell' has shape \(6, 4\); expected \(6, 5\)"
+    ):
+        net.set_op_mask("cell", torch.ones(6, 4))
+    with pytest.raises(ValueError, match=r"architecture weights for 'cell' have shape \(6, 4\)"):
+        net(torch.randn(2, 3, 8, 8), {"cell": torch.ones(6, 4)})
+
+
+def test_partial_channels_mix_a_fraction_and_shuffle():
+    torch.manual_seed(0)
+    op = MixedOp(8, 1, ("skip_connect", "sep_conv_3x3"), partial_channels=4)
+    x = torch.randn(2, 8, 6, 6)
+    w = torch.tensor([1.0, 0.0])  # only the identity runs: the output is a shuffle of x
+    out = op(x, w, [True, False])
+    assert torch.equal(out, channel_shuffle(x, 4))
+    # the ops are built on C/K channels
+    assert op.ops[1][1].in_channels == 2
+    reduce = MixedOp(8, 2, ("max_pool_3x3", "skip_connect"), partial_channels=2)
+    assert reduce(x, torch.tensor([0.5, 0.5]), [True, True]).shape == (2, 8, 3, 3)
+
+
+def test_channel_shuffle_interleaves_groups():
+    x = torch.arange(6.0).view(1, 6, 1, 1)
+    assert channel_shuffle(x, 2).flatten().tolist() == [0, 3, 1, 4, 2, 5]
+
+
+def test_partial_channel_settings_that_cannot_work_are_rejected():
+    with pytest.raises(ValueError, match="partial-channel K=6 does not divide the 16 channels"):
+        DartsSupernet(space="darts", C=16, layers=8, partial_channels=6)
+    with pytest.raises(ValueError, match="skip_connect at stride 2 needs an even channel count"):
+        MixedOp(6, 2, ("skip_connect", "max_pool_3x3"), partial_channels=2)  # 6/2 = 3 channels
+    # DrNAS's setting: C=36, K=6 works (36/6 = 6, 72/6 = 12, 144/6 = 24)
+    DartsSupernet(space="s5", C=36, layers=5, partial_channels=6)
+
+
+def test_bad_supernet_arguments():
+    with pytest.raises(ValueError, match="needs a DARTS-style space"):
+        DartsSupernet(space="nb201")
+    with pytest.raises(ValueError, match="unknown search space 'foo'"):
+        build_supernet("foo", C=4, layers=3, num_classes=10)
+    with pytest.raises(ValueError, match="layers must be at least 3"):
+        build_supernet("darts", C=4, layers=2, num_classes=10)
