@@ -1,0 +1,64 @@
+"""Every config file composes, and every plug-in config instantiates its registered class."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from nas.cli.search import CONFIG_DIR
+from nas.data import DATASETS
+from nas.search import STRATEGIES, SearchStrategy
+from nas.search.loop import _without_name, validate_config
+from nas.selection import SELECTORS, Selector
+from search_spaces import SPACE_NAMES
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="nas_search", overrides=list(overrides))
+
+
+def test_defaults_are_the_quickstart():
+    cfg = _compose()
+    assert cfg.data.name == "cifar10-mini" and cfg.space.name == "nb201"
+    assert cfg.search.name == "darts" and cfg.selection.name == "argmax"
+    validate_config(cfg)
+
+
+@pytest.mark.parametrize("space", _options("space"))
+def test_space_configs(space):
+    cfg = _compose(f"space={space}")
+    assert cfg.space.name == space and space in SPACE_NAMES
+
+
+@pytest.mark.parametrize("search", _options("search"))
+def test_search_configs_instantiate_their_strategy(search):
+    cfg = _compose(f"search={search}")
+    strategy = instantiate(_without_name(cfg.search), _convert_="all")
+    assert isinstance(strategy, SearchStrategy)
+    assert type(strategy) is STRATEGIES.get(cfg.search.name)
+
+
+@pytest.mark.parametrize("selection", _options("selection"))
+def test_selection_configs_instantiate_their_selector(selection):
+    cfg = _compose(f"selection={selection}")
+    selector = instantiate(_without_name(cfg.selection), _convert_="all")
+    assert isinstance(selector, Selector)
+    assert type(selector) is SELECTORS.get(cfg.selection.name)
+
+
+@pytest.mark.parametrize("data", _options("data"))
+def test_data_configs_name_registered_datasets(data):
+    cfg = _compose(f"data={data}")
+    assert cfg.data.name in DATASETS
+    assert 0 < cfg.data.train_portion < 1
+
+
+def test_every_registered_plugin_has_a_config():
+    assert set(STRATEGIES.names()) <= set(_options("search"))
+    assert set(SELECTORS.names()) <= set(_options("selection"))
