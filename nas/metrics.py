@@ -29,6 +29,7 @@ class MetricLogger:
     def __init__(self, run_dir: str | Path, *, resume_step: int | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume_step is not None:
             self._truncate_after(resume_step)
         elif self.path.exists():

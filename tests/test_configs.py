@@ -59,6 +59,30 @@ def test_data_configs_name_registered_datasets(data):
     assert 0 < cfg.data.train_portion < 1
 
 
+@pytest.mark.parametrize("experiment", _options("experiment"))
+def test_experiment_configs_compose_and_validate(experiment):
+    cfg = _compose(f"experiment={experiment}")
+    validate_config(cfg)
+    strategy = instantiate(_without_name(cfg.search), _convert_="all")
+    assert cfg.name == experiment
+    if strategy.total_epochs is not None:
+        assert strategy.total_epochs == cfg.epochs
+
+
+def test_drnas_paper_settings_by_name():
+    cfg = _compose("experiment=drnas_darts_cifar10")
+    assert (cfg.space.name, cfg.space.C, cfg.space.layers) == ("s5", 36, 20)
+    assert [dict(s) for s in cfg.search.stages] == [
+        {"epochs": 25, "partial_channels": 6, "keep": 7},
+        {"epochs": 25, "partial_channels": 4, "keep": 4},
+    ]
+    assert cfg.search.arch_start_epoch == 10 and cfg.optimizer.lr == 0.1
+    cfg = _compose("experiment=drnas_imagenet")
+    assert (
+        cfg.optimizer.warmup_epochs == 5 and cfg.batch_size == 512 and cfg.data.name == "imagenet"
+    )
+
+
 def test_every_registered_plugin_has_a_config():
     assert set(STRATEGIES.names()) <= set(_options("search"))
     assert set(SELECTORS.names()) <= set(_options("selection"))

@@ -2,5 +2,6 @@
 
 from nas.search.base import STRATEGIES, SearchContext, SearchStrategy
 from nas.search.darts import DARTS
+from nas.search.drnas import DrNAS
 
-__all__ = ["DARTS", "STRATEGIES", "SearchContext", "SearchStrategy"]
+__all__ = ["DARTS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy"]

@@ -118,6 +118,19 @@ class SearchStrategy(nn.Module, abc.ABC):
         """Mixing weights per cell type. ``sample``: a stochastic strategy draws a sample
         (training), otherwise it returns its deterministic summary (evaluation, derivation)."""
 
+    def derivation_weights(self) -> ArchWeights:
+        """The weights a selector derives the genotype from (default: the deterministic ones)."""
+        return self.arch_weights(sample=False)
+
+    def initial_partial_channels(self) -> int | None:
+        """The partial-channel K the supernet must start with, if the strategy fixes it."""
+        return None
+
+    @property
+    def total_epochs(self) -> int | None:
+        """The number of epochs the strategy's schedule spans, if it has one."""
+        return None
+
     def apply_mask(self, cell_type: str, weights_EO: Tensor) -> Tensor:
         """Zero the masked-out ops and renormalise each edge over the ops that remain."""
         mask = self.supernet.op_mask(cell_type)
@@ -177,6 +190,10 @@ class SearchStrategy(nn.Module, abc.ABC):
         total.backward(inputs=self.arch_parameters())
         self.arch_optimizer.step()
         return {"val_loss": loss.detach(), "val_acc": accuracy(logits.detach(), val_batch[1])}
+
+    def log_state(self) -> dict[str, Any]:
+        """Strategy state worth logging every epoch (stage, K, how evaluation weights are made)."""
+        return {}
 
     def updates_arch(self, epoch: int) -> bool:
         """Whether epoch ``epoch`` (0-based) takes architecture steps (DrNAS warms up first)."""

@@ -108,7 +108,8 @@ class DARTS(SearchStrategy):
         try:
             # dalpha = grad_alpha L_val(w', alpha), v = grad_w' L_val(w', alpha)
             loss_val, logits = self.loss(val_batch, self.arch_weights(sample=True))
-            grads = self._grads(loss_val, alphas + params)
+            reg = self.arch_regularizer()  # DrNAS's KL term depends on alpha only
+            grads = self._grads(loss_val if reg is None else loss_val + reg, alphas + params)
             dalpha, v = grads[: len(alphas)], grads[len(alphas) :]
             hvp = self._hessian_vector_product(v, backup, train_batch)
         finally:

@@ -23,7 +23,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -43,7 +43,13 @@ from nas.checkpoint import (
     seed_everything,
     set_rng_state,
 )
-from nas.data import build_dataset, dataset_info, search_split, train_transform
+from nas.data import (
+    build_dataset,
+    dataset_info,
+    imagenet_search_subsets,
+    search_split,
+    train_transform,
+)
 from nas.data.loaders import seed_worker
 from nas.metrics import MetricLogger
 from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, accuracy
@@ -131,6 +137,23 @@ def _start_epoch(
     return iter(loader)
 
 
+def lr_factor(
+    *, epochs: int, lr: float, lr_min: float, warmup_epochs: int = 0
+) -> Callable[[int], float]:
+    """The weight learning rate of epoch e as a factor of ``lr``: cosine from ``lr`` to
+    ``lr_min`` over all epochs (SGDR without restarts, as every reference), and during the
+    first ``warmup_epochs`` the linear warm-up ``(e + 1) / warmup_epochs`` in its place (DrNAS's
+    ImageNet search)."""
+
+    def factor(epoch: int) -> float:
+        if epoch < warmup_epochs:
+            return (epoch + 1) / warmup_epochs
+        cosine = lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2
+        return cosine / lr
+
+    return factor
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -192,42 +215,34 @@ class SearchRun:
         resume_state = self._resume_state()
         seed_everything(self.seed)
 
+        self.strategy = self._build_strategy()
+        schedule_epochs = self.strategy.total_epochs
+        if schedule_epochs is not None and schedule_epochs != self.epochs:
+            raise SearchError(
+                f"epochs={self.epochs}, but the stages of search.stages add up to "
+                f"{schedule_epochs} epochs; set epochs={schedule_epochs} or change the stages"
+            )
+
         # data: the training set split by index into weight and architecture halves
-        info = dataset_info(str(cfg.data.name))
+        data_name = str(cfg.data.name)
+        info = dataset_info(data_name)
         try:
-            train_set = build_dataset(
-                str(cfg.data.name),
-                root=cfg.data.get("root"),
-                train=True,
-                transform=train_transform(
-                    str(cfg.data.name), cutout=int(cfg.data.get("cutout", 0) or 0)
-                ),
-                download=bool(cfg.data.get("download", False)),
-            )
-            max_items = cfg.data.get("max_items")
-            if max_items is not None:  # the first N images only: smoke tests, tiny studies
-                if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 2:
-                    raise ValueError(
-                        f"data.max_items must be an int >= 2 or null, got {max_items!r}"
-                    )
-                n = min(max_items, len(train_set))  # type: ignore[arg-type]
-                train_set = Subset(train_set, range(n))
-            weight_set, arch_set = search_split(
-                train_set, train_portion=float(cfg.data.train_portion)
-            )
+            weight_set, arch_set = self._search_data(cfg.data)
         except (ValueError, FileNotFoundError) as e:
             raise SearchError(str(e)) from None
         self.train_loader = _loader(weight_set, cfg, stream=0)
         self.val_loader = _loader(arch_set, cfg, stream=1)
 
-        # supernet, strategy, weight optimiser, schedule
+        # supernet, weight optimiser and schedule; the strategy attaches to them
+        k = self.strategy.initial_partial_channels() or int(cfg.space.get("partial_channels", 1))
         try:
             self.supernet: Supernet = build_supernet(
                 str(cfg.space.name),
                 C=int(cfg.space.C),
                 layers=int(cfg.space.layers),
                 num_classes=int(info["num_classes"]),
-                partial_channels=int(cfg.space.get("partial_channels", 1)),
+                partial_channels=k,
+                stem="imagenet" if int(info["image_size"]) > 64 else "cifar",
             ).to(self.device)
         except ValueError as e:
             raise SearchError(str(e)) from None
@@ -241,19 +256,27 @@ class SearchRun:
             weight_decay=float(opt_cfg.weight_decay),
             foreach=True,
         )
-        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-            self.weight_optimizer, T_max=self.epochs, eta_min=float(opt_cfg.lr_min)
-        )
-        self.strategy = self._build_strategy()
-        self.strategy.attach(
-            SearchContext(
-                supernet=self.supernet,
-                weight_optimizer=self.weight_optimizer,
-                grad_clip=float(opt_cfg.grad_clip),
-                autocast_dtype=_autocast_dtype(cfg.get("amp"), self.device),
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.weight_optimizer,
+            lr_factor(
+                epochs=self.epochs,
+                lr=float(opt_cfg.lr),
+                lr_min=float(opt_cfg.lr_min),
+                warmup_epochs=int(opt_cfg.get("warmup_epochs", 0) or 0),
             ),
-            generator=torch.Generator().manual_seed(self.seed),
         )
+        try:
+            self.strategy.attach(
+                SearchContext(
+                    supernet=self.supernet,
+                    weight_optimizer=self.weight_optimizer,
+                    grad_clip=float(opt_cfg.grad_clip),
+                    autocast_dtype=_autocast_dtype(cfg.get("amp"), self.device),
+                ),
+                generator=torch.Generator().manual_seed(self.seed),
+            )
+        except ValueError as e:
+            raise SearchError(str(e)) from None
         self.strategy.to(self.device)
         self.selector = self._build_selector()
 
@@ -269,6 +292,35 @@ class SearchRun:
         self._stop_requested = False
 
     # ------------------------------------------------------------------------- building
+
+    def _search_data(self, data: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
+        """(weight split, architecture split) of the training set, with training augmentation."""
+        name = str(data.name)
+        transform = train_transform(
+            name,
+            cutout=int(data.get("cutout", 0) or 0),
+            color_jitter=bool(data.get("color_jitter", True)),
+        )
+        train_set = build_dataset(
+            name,
+            root=data.get("root"),
+            train=True,
+            transform=transform,
+            download=bool(data.get("download", False)),
+        )
+        max_items = data.get("max_items")
+        if max_items is not None:  # the first N images only: smoke tests, tiny studies
+            if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 2:
+                raise ValueError(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
+            train_set = Subset(train_set, range(min(max_items, len(train_set))))  # type: ignore[arg-type]
+        if name == "imagenet":  # DrNAS / PC-DARTS: per-class subsets, not halves
+            return imagenet_search_subsets(
+                train_set,
+                weight_fraction=float(data.get("weight_fraction", 0.1)),
+                arch_fraction=float(data.get("arch_fraction", 0.025)),
+                seed=int(self.cfg.seed),
+            )
+        return search_split(train_set, train_portion=float(data.train_portion))
 
     def _build_strategy(self) -> SearchStrategy:
         from hydra.utils import instantiate
@@ -350,8 +402,9 @@ class SearchRun:
 
     def _load(self, state: dict[str, Any]) -> None:
         try:
-            self.supernet.load_state_dict(state["supernet"])
+            # the strategy first: it may reshape the supernet (DrNAS widens it to its stage's K)
             self.strategy.load_checkpoint_state(state["strategy"])
+            self.supernet.load_state_dict(state["supernet"])
             self.weight_optimizer.load_state_dict(state["weight_optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
         except (RuntimeError, KeyError, ValueError) as e:
@@ -484,7 +537,12 @@ class SearchRun:
         if bool(self.cfg.get("eval", True)):
             means.update(self.evaluate())
         genotype = self.selector_preview()
-        entry: dict[str, Any] = {"lr": lr, "images_per_s": images_per_s, **means}
+        entry: dict[str, Any] = {
+            "lr": lr,
+            "images_per_s": images_per_s,
+            **means,
+            **self.strategy.log_state(),
+        }
         bench = self._bench_entry(genotype)
         entry.update(bench)
         self.logger.log(

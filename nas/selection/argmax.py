@@ -67,7 +67,7 @@ class Argmax(Selector):
         self, strategy: SearchStrategy, val_data: Iterable[Batch] | None = None
     ) -> AnyGenotype:
         with torch.no_grad():
-            weights = strategy.arch_weights(sample=False)
+            weights = strategy.derivation_weights()
         supernet = strategy.supernet
         masks = {ct: supernet.op_mask(ct) for ct in weights}
         return argmax_genotype(supernet.space, weights, masks)

@@ -19,6 +19,8 @@ channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -69,6 +71,38 @@ class Supernet(nn.Module):
                 )
             out[cell_type] = ((w.detach() != 0) & self.op_mask(cell_type)).tolist()
         return out
+
+    def mixed_ops(self) -> list[MixedOp]:
+        return [m for m in self.modules() if isinstance(m, MixedOp)]
+
+    @property
+    def partial_channels(self) -> int:
+        """K: each op sees 1/K of its edge's channels."""
+        return self.mixed_ops()[0].k
+
+    def check_partial_channels(self, k: int) -> None:
+        """A one-line ValueError if some edge cannot run with partial-channel fraction 1/k."""
+        for mixed in self.mixed_ops():
+            if k < 1 or mixed.C % k:
+                raise ValueError(
+                    f"partial-channel K={k} does not divide the {mixed.C} channels of an edge; "
+                    "choose C and K so that every cell's channel count is a multiple of K"
+                )
+            if mixed.stride == 2 and (mixed.C // k) % 2 and "skip_connect" in mixed.op_names:
+                raise ValueError(
+                    f"partial-channel K={k} leaves {mixed.C // k} channels on a reduction "
+                    "edge, but skip_connect at stride 2 needs an even count"
+                )
+
+    def set_partial_channels(self, k: int, generator: torch.Generator) -> dict[nn.Parameter, Any]:
+        """Widen every op to C/k channels (Net2Wider); returns each parameter's expander."""
+        from nas.supernet.widen import widen_mixed_op
+
+        self.check_partial_channels(k)
+        expanders: dict[nn.Parameter, Any] = {}
+        for mixed in self.mixed_ops():
+            expanders.update(widen_mixed_op(mixed, k, generator))
+        return expanders
 
     def arch_shapes(self) -> dict[str, tuple[int, int]]:
         return {ct: (c.num_edges, c.num_ops) for ct, c in self.space.cells.items()}
@@ -140,9 +174,12 @@ class DartsSupernet(Supernet):
         num_classes: int = 10,
         partial_channels: int = 1,
         stem_multiplier: int = 3,
+        stem: str = "cifar",
     ) -> None:
         super().__init__()
         self.space = get_space(space) if isinstance(space, str) else space
+        if stem not in ("cifar", "imagenet"):
+            raise ValueError(f"stem must be 'cifar' or 'imagenet', got {stem!r}")
         if self.space.family != "darts":
             raise ValueError(f"DartsSupernet needs a DARTS-style space, got {self.space.name!r}")
         if layers < 3:
@@ -150,13 +187,30 @@ class DartsSupernet(Supernet):
         if C < 1 or num_classes < 1:
             raise ValueError(f"C and num_classes must be positive, got C={C}, {num_classes}")
         self.C, self.layers, self.num_classes = C, layers, num_classes
-        C_curr = stem_multiplier * C
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, C_curr, 3, padding=1, bias=False), nn.BatchNorm2d(C_curr)
-        )
-        C_prev_prev, C_prev, C_curr = C_curr, C_curr, C
+        self.stem_kind = stem
+        if stem == "cifar":
+            C_curr = stem_multiplier * C
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, C_curr, 3, padding=1, bias=False), nn.BatchNorm2d(C_curr)
+            )
+            C_prev_prev, C_prev, C_curr = C_curr, C_curr, C
+            reduction_prev = False
+        else:  # PC-DARTS / DrNAS ImageNet search: three stride-2 convs take 224 to 28
+            self.stem0 = nn.Sequential(
+                nn.Conv2d(3, C // 2, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(C // 2),
+                nn.ReLU(inplace=True),
+                nn.Conv2d(C // 2, C, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(C),
+            )
+            self.stem1 = nn.Sequential(
+                nn.ReLU(inplace=True),
+                nn.Conv2d(C, C, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(C),
+            )
+            C_prev_prev, C_prev, C_curr = C, C, C
+            reduction_prev = True
         self.cells = nn.ModuleList()
-        reduction_prev = False
         for i in range(layers):
             reduction = i in (layers // 3, 2 * layers // 3)
             if reduction:
@@ -179,7 +233,11 @@ class DartsSupernet(Supernet):
 
     def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
         active = self.active_ops(weights)
-        s0 = s1 = self.stem(x)
+        if self.stem_kind == "cifar":
+            s0 = s1 = self.stem(x)
+        else:
+            s0 = self.stem0(x)
+            s1 = self.stem1(s0)
         for cell in self.cells:
             ct = "reduce" if cell.reduction else "normal"
             s0, s1 = s1, cell(s0, s1, weights[ct], active[ct])
@@ -277,6 +335,7 @@ def build_supernet(
     num_classes: int,
     partial_channels: int = 1,
     track_running_stats: bool | None = None,
+    stem: str = "cifar",
 ) -> Supernet:
     """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201)."""
     s = get_space(space)
@@ -290,5 +349,10 @@ def build_supernet(
             track_running_stats=False if track_running_stats is None else track_running_stats,
         )
     return DartsSupernet(
-        space=s, C=C, layers=layers, num_classes=num_classes, partial_channels=partial_channels
+        space=s,
+        C=C,
+        layers=layers,
+        num_classes=num_classes,
+        partial_channels=partial_channels,
+        stem=stem,
     )

@@ -1,0 +1,279 @@
+"""DrNAS: architecture search as Dirichlet distribution learning, with progressive learning.
+
+Third stage of the pipeline (``nas.search``). Chen, Wang, Cheng, Tang, Hsieh, "DrNAS:
+Dirichlet Neural Architecture Search", ICLR 2021:
+
+* each edge's mixing weights are a sample ``w ~ Dir(elu(beta) + 1)`` (eq. 2), drawn with the
+  pathwise (reparameterised) gradient, one sample per forward and cell type; masked (pruned)
+  ops are zeroed and the sample renormalised;
+* the regulariser is either L2 on beta (Adam weight decay, the default) or
+  ``reg_scale * sum_edges KL(Dir(elu(beta) + 1) || Dir(1))`` (eq. 5) added to the architecture
+  loss, in which case Adam applies no weight decay;
+* progressive learning (section 3.3): a list of stages, each with a partial-channel K, the
+  number of ops kept per edge and its epochs. Between stages every edge is pruned to its top-k
+  ops by beta (the others masked; they cost no compute), every op is widened from C/K_old to
+  C/K_new channels (Net2Wider, ``nas.supernet.widen``) with the weight optimiser's momentum
+  buffers expanded the same way, and the architecture optimiser keeps its state. Architecture
+  updates start ``arch_start_epoch`` epochs into each stage.
+
+Evaluation uses the Dirichlet mean unless ``eval_weights: sample`` (the reference silently
+samples, which makes its logged accuracies noisy); derivation uses ``derive_weights``: the
+reference's softmax of beta (default) or the Dirichlet mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from nas.search.base import STRATEGIES
+from nas.search.darts import DARTS
+from nas.supernet import ArchWeights
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One progressive-learning stage."""
+
+    epochs: int
+    partial_channels: int
+    keep: int
+
+
+def dirichlet_kl_to_uniform(concentration: Tensor) -> Tensor:
+    """KL(Dir(a) || Dir(1)) per row, in closed form.
+
+    KL(Dir(a) || Dir(b)) = lnG(a0) - sum lnG(a_i) - lnG(b0) + sum lnG(b_i)
+                           + sum (a_i - b_i) (psi(a_i) - psi(a0)),  with b = 1.
+    """
+    a = concentration
+    a0 = a.sum(-1)
+    k = a.shape[-1]
+    return (
+        torch.lgamma(a0)
+        - torch.lgamma(a).sum(-1)
+        - torch.lgamma(torch.tensor(float(k), dtype=a.dtype, device=a.device))
+        + ((a - 1) * (torch.digamma(a) - torch.digamma(a0).unsqueeze(-1))).sum(-1)
+    )
+
+
+def _parse_stages(stages: Any) -> list[Stage]:
+    if not stages:
+        raise ValueError(
+            "search.stages must list at least one stage {epochs, partial_channels, keep}"
+        )
+    out = []
+    for i, s in enumerate(stages):
+        if not isinstance(s, dict) or set(s) != {"epochs", "partial_channels", "keep"}:
+            raise ValueError(
+                f"search.stages[{i}] = {s!r}; expected {{epochs, partial_channels, keep}}"
+            )
+        for key in ("epochs", "partial_channels", "keep"):
+            v = s[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"search.stages[{i}].{key} must be a positive int, got {v!r}")
+        out.append(Stage(s["epochs"], s["partial_channels"], s["keep"]))
+    for prev, nxt in zip(out, out[1:]):
+        if nxt.partial_channels > prev.partial_channels:
+            raise ValueError(
+                "search.stages: partial_channels must not grow between stages "
+                f"({prev.partial_channels} -> {nxt.partial_channels}); widening needs "
+                "K_new <= K_old"
+            )
+        if nxt.keep > prev.keep:
+            raise ValueError(
+                f"search.stages: keep must not grow between stages ({prev.keep} -> {nxt.keep})"
+            )
+    return out
+
+
+@STRATEGIES.register("drnas")
+class DrNAS(DARTS):
+    """DrNAS (first order by default; ``order=2`` uses the unrolled DARTS gradient)."""
+
+    name = "drnas"
+
+    def __init__(
+        self,
+        *,
+        order: int = 1,
+        arch_lr: float = 6e-4,
+        arch_betas: tuple[float, float] | list[float] = (0.5, 0.999),
+        arch_weight_decay: float = 1e-3,
+        init_scale: float = 1e-3,
+        fix_alpha: bool = False,
+        unrolled_r: float = 0.01,
+        reg_type: str = "l2",
+        reg_scale: float = 1e-3,
+        stages: list[dict[str, int]] | None = None,
+        arch_start_epoch: int = 0,
+        eval_weights: str = "mean",
+        derive_weights: str = "softmax",
+        widen_seed: int = 0,
+    ) -> None:
+        if reg_type not in ("l2", "kl"):
+            raise ValueError(f"search.reg_type must be 'l2' or 'kl', got {reg_type!r}")
+        if reg_scale < 0:
+            raise ValueError(f"search.reg_scale must be >= 0, got {reg_scale}")
+        if eval_weights not in ("mean", "sample"):
+            raise ValueError(
+                f"search.eval_weights must be 'mean' or 'sample', got {eval_weights!r}"
+            )
+        if derive_weights not in ("softmax", "mean"):
+            raise ValueError(
+                f"search.derive_weights must be 'softmax' or 'mean', got {derive_weights!r}"
+            )
+        if (
+            isinstance(arch_start_epoch, bool)
+            or not isinstance(arch_start_epoch, int)
+            or arch_start_epoch < 0
+        ):
+            raise ValueError(
+                f"search.arch_start_epoch must be an int >= 0, got {arch_start_epoch!r}"
+            )
+        super().__init__(
+            order=order,
+            arch_lr=arch_lr,
+            arch_betas=arch_betas,
+            # KL replaces the L2 regulariser: no weight decay on beta then
+            arch_weight_decay=arch_weight_decay if reg_type == "l2" else 0.0,
+            init_scale=init_scale,
+            fix_alpha=fix_alpha,
+            unrolled_r=unrolled_r,
+        )
+        self.reg_type = reg_type
+        self.reg_scale = float(reg_scale)
+        self.stages = _parse_stages(stages) if stages is not None else None
+        self.arch_start_epoch = arch_start_epoch
+        self.eval_weights = eval_weights
+        self.derive_weights_kind = derive_weights
+        self.widen_seed = int(widen_seed)
+        self.stage = 0
+
+    # ----------------------------------------------------------------------- schedule
+
+    @property
+    def total_epochs(self) -> int | None:
+        return sum(s.epochs for s in self.stages) if self.stages else None
+
+    def initial_partial_channels(self) -> int | None:
+        return self.stages[0].partial_channels if self.stages else None
+
+    def _stage_of(self, epoch: int) -> tuple[int, int]:
+        """(stage index, epoch within the stage) of a 0-based epoch."""
+        if not self.stages:
+            return 0, epoch
+        start = 0
+        for i, s in enumerate(self.stages):
+            if epoch < start + s.epochs:
+                return i, epoch - start
+            start += s.epochs
+        return len(self.stages) - 1, epoch - (start - self.stages[-1].epochs)
+
+    def log_state(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "partial_channels": self.supernet.partial_channels,
+            "eval_weights": f"dirichlet {self.eval_weights}",
+            "derive_weights": self.derive_weights_kind,
+        }
+
+    def updates_arch(self, epoch: int) -> bool:
+        return not self.fix_alpha and self._stage_of(epoch)[1] >= self.arch_start_epoch
+
+    def attach(self, ctx: Any, *, generator: torch.Generator | None = None) -> None:
+        super().attach(ctx, generator=generator)
+        if self.stages:
+            for s in self.stages:
+                ctx.supernet.check_partial_channels(s.partial_channels)
+            if ctx.supernet.partial_channels != self.stages[0].partial_channels:
+                raise ValueError(
+                    f"the supernet has partial_channels={ctx.supernet.partial_channels}, but "
+                    f"search.stages starts with {self.stages[0].partial_channels}"
+                )
+            num_ops = min(shape[1] for shape in ctx.supernet.arch_shapes().values())
+            if self.stages[0].keep > num_ops:
+                raise ValueError(
+                    f"search.stages[0].keep={self.stages[0].keep}, but edges have {num_ops} ops"
+                )
+
+    def on_epoch_end(self, epoch: int) -> None:
+        if not self.stages:
+            return
+        stage, in_stage = self._stage_of(epoch)
+        if in_stage == self.stages[stage].epochs - 1 and stage + 1 < len(self.stages):
+            self.enter_stage(stage + 1)
+
+    def enter_stage(self, stage: int) -> None:
+        """Prune to the next stage's ``keep`` ops per edge and widen to its K (Net2Wider)."""
+        assert self.stages is not None
+        nxt = self.stages[stage]
+        with torch.no_grad():
+            for ct, beta in self.arch_params.items():
+                mask = self.supernet.op_mask(ct)
+                ranked = beta.masked_fill(~mask, float("-inf"))
+                keep = ranked.topk(nxt.keep, dim=-1).indices
+                new_mask = torch.zeros_like(mask).scatter_(-1, keep, True)
+                self.supernet.set_op_mask(ct, new_mask)
+        if nxt.partial_channels != self.supernet.partial_channels:
+            # The same generator on every rank and every resume: identical widening.
+            generator = torch.Generator().manual_seed(self.widen_seed * 1000 + stage)
+            expanders = self.supernet.set_partial_channels(nxt.partial_channels, generator)
+            opt = self.ctx.weight_optimizer
+            for p, expand in expanders.items():
+                state = opt.state.get(p)
+                if state and state.get("momentum_buffer") is not None:
+                    state["momentum_buffer"] = expand(state["momentum_buffer"])
+        self.stage = stage
+
+    # ------------------------------------------------------------------------ weights
+
+    def concentration(self, cell_type: str) -> Tensor:
+        return F.elu(self.arch_params[cell_type]) + 1
+
+    def arch_weights(self, *, sample: bool) -> ArchWeights:
+        out = {}
+        for ct in self.arch_params:
+            conc = self.concentration(ct)
+            if sample or self.eval_weights == "sample":
+                w = torch.distributions.Dirichlet(conc).rsample()
+            else:
+                w = conc / conc.sum(-1, keepdim=True)
+            out[ct] = self.apply_mask(ct, w)
+        return out
+
+    def derivation_weights(self) -> ArchWeights:
+        if self.derive_weights_kind == "mean":
+            conc = {ct: self.concentration(ct) for ct in self.arch_params}
+            return {ct: self.apply_mask(ct, c / c.sum(-1, keepdim=True)) for ct, c in conc.items()}
+        return {
+            ct: self.apply_mask(ct, torch.softmax(beta, dim=-1))
+            for ct, beta in self.arch_params.items()
+        }
+
+    def arch_regularizer(self) -> Tensor | None:
+        if self.reg_type != "kl":
+            return None
+        kl = sum(dirichlet_kl_to_uniform(self.concentration(ct)).sum() for ct in self.arch_params)
+        return self.reg_scale * kl  # type: ignore[return-value]
+
+    # -------------------------------------------------------------------- checkpoints
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        state = super().checkpoint_state()
+        state["stage"] = self.stage
+        state["partial_channels"] = self.supernet.partial_channels
+        return state
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        # Widen the freshly built supernet to the checkpoint's K first, so that its weights
+        # (and the weight optimiser's momentum) load into tensors of the right shapes.
+        k = int(state.get("partial_channels", self.supernet.partial_channels))
+        if k != self.supernet.partial_channels:
+            self.supernet.set_partial_channels(k, torch.Generator().manual_seed(0))
+        self.stage = int(state.get("stage", 0))
+        super().load_checkpoint_state(state)
