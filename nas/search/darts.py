@@ -54,7 +54,7 @@ class DARTS(SearchStrategy):
         self.order = order
         self.unrolled_r = float(unrolled_r)
 
-    def arch_weights(self, *, sample: bool) -> ArchWeights:
+    def strategy_weights(self, *, sample: bool) -> ArchWeights:
         # DARTS is deterministic: `sample` changes nothing.
         return {
             ct: self.apply_mask(ct, torch.softmax(alpha, dim=-1))

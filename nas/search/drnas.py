@@ -235,7 +235,7 @@ class DrNAS(DARTS):
     def concentration(self, cell_type: str) -> Tensor:
         return F.elu(self.arch_params[cell_type]) + 1
 
-    def arch_weights(self, *, sample: bool) -> ArchWeights:
+    def strategy_weights(self, *, sample: bool) -> ArchWeights:
         out = {}
         for ct in self.arch_params:
             conc = self.concentration(ct)
@@ -249,11 +249,13 @@ class DrNAS(DARTS):
     def derivation_weights(self) -> ArchWeights:
         if self.derive_weights_kind == "mean":
             conc = {ct: self.concentration(ct) for ct in self.arch_params}
-            return {ct: self.apply_mask(ct, c / c.sum(-1, keepdim=True)) for ct, c in conc.items()}
-        return {
-            ct: self.apply_mask(ct, torch.softmax(beta, dim=-1))
-            for ct, beta in self.arch_params.items()
-        }
+            w = {ct: self.apply_mask(ct, c / c.sum(-1, keepdim=True)) for ct, c in conc.items()}
+        else:
+            w = {
+                ct: self.apply_mask(ct, torch.softmax(beta, dim=-1))
+                for ct, beta in self.arch_params.items()
+            }
+        return self.project(w)
 
     def arch_regularizer(self) -> Tensor | None:
         if self.reg_type != "kl":

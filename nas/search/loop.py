@@ -203,6 +203,9 @@ class SearchRun:
     """One search in one run folder. ``run()`` returns the selected genotype."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
+        from_state = None
+        if cfg.get("from_run"):
+            cfg, from_state = _from_run(cfg)
         validate_config(cfg)
         self.cfg = cfg
         self.run_dir = Path(run_dir)
@@ -213,6 +216,8 @@ class SearchRun:
         self.epochs = int(cfg.epochs)
 
         resume_state = self._resume_state()
+        if resume_state is None and from_state is not None:
+            resume_state = from_state  # select on a finished search's supernet, not search again
         seed_everything(self.seed)
 
         self.strategy = self._build_strategy()
@@ -280,12 +285,16 @@ class SearchRun:
         self.strategy.to(self.device)
         self.selector = self._build_selector()
 
+        self.phase = "search"  # then "select", then "done"
         self.epoch = 0  # epochs completed
         self.step_in_epoch = 0  # batches of the current epoch done (non-zero only after SIGTERM)
         self.global_step = 0
         self._epoch_sums: dict[str, float] = {}
         if resume_state is not None:
             self._load(resume_state)
+            if resume_state is from_state:  # a fresh selection: no projection of an earlier one
+                for ct in self.supernet.space.cell_types:
+                    self.strategy.projection_decided(ct).zero_()
         self.logger = MetricLogger(
             self.run_dir, resume_step=self.global_step if resume_state is not None else None
         )
@@ -394,6 +403,7 @@ class SearchRun:
                 "strategy": self.strategy.checkpoint_state(),
                 "weight_optimizer": self.weight_optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
+                "phase": self.phase,
                 "selector": self.selector.state_dict(),
                 "rng": rng_state(),
             },
@@ -418,6 +428,9 @@ class SearchRun:
         self.global_step = int(state["global_step"])
         self._epoch_sums = dict(state.get("epoch_sums", {}))
         self._resume_rng = state["rng"] if self.step_in_epoch else None
+        self.phase = str(state.get("phase", "search"))
+        if self.phase != "search":
+            self.selector.load_state_dict(state["selector"])
 
     # ----------------------------------------------------------------------------- steps
 
@@ -445,26 +458,38 @@ class SearchRun:
         return SearchResult(genotype, self.run_dir, self._final)
 
     def _run_epoch(self) -> None:
-        epoch, start = self.epoch, self.step_in_epoch
+        epoch = self.epoch
+        lr = self.weight_optimizer.param_groups[0]["lr"]
+        images_per_s = self._train_steps(
+            key=epoch,
+            update_arch=self.strategy.updates_arch(epoch),
+            desc=f"epoch {epoch + 1}/{self.epochs}",
+        )
+        self.strategy.on_epoch_end(epoch)
+        self.scheduler.step()
+        self.epoch += 1
+        self._log_epoch(epoch, lr, images_per_s)
+        self._checkpoint()
+
+    def _train_steps(self, *, key: int, update_arch: bool, desc: str) -> float:
+        """One pass over the weight split (with architecture batches alongside), from
+        ``self.step_in_epoch`` on; ``key`` fixes the order, the seeds and the augmentation.
+        Returns images/s. SIGTERM: checkpoint at the next step boundary, then ``Preempted``."""
+        start = self.step_in_epoch
         if start == 0:
-            seed_everything(epoch_seed(self.seed, epoch, 99))
+            seed_everything(epoch_seed(self.seed, key, 99))
             self._epoch_sums = {}
         else:
             set_rng_state(self._resume_rng)
         lr = self.weight_optimizer.param_groups[0]["lr"]
-        update_arch = self.strategy.updates_arch(epoch)
         self.supernet.train()
-        train_iter = _start_epoch(self.train_loader, self.seed, epoch, start, 0)
+        train_iter = _start_epoch(self.train_loader, self.seed, key, start, 0)
         num_val = len(self.val_loader.sampler)  # type: ignore[arg-type]
         val_batches = math.ceil(num_val / int(self.cfg.batch_size))
-        val_iter = _start_epoch(self.val_loader, self.seed, epoch, start % val_batches, 1)
+        val_iter = _start_epoch(self.val_loader, self.seed, key, start % val_batches, 1)
         total = start + len(self.train_loader)
         bar = tqdm(
-            total=total,
-            initial=start,
-            desc=f"epoch {epoch + 1}/{self.epochs}",
-            disable=not sys.stderr.isatty(),
-            leave=False,
+            total=total, initial=start, desc=desc, disable=not sys.stderr.isatty(), leave=False
         )
         t0 = time.perf_counter()
         images = 0
@@ -473,43 +498,85 @@ class SearchRun:
                 val_batch = next(val_iter)
             except StopIteration:  # the architecture half is shorter: start it again
                 val_iter = _start_epoch(
-                    self.val_loader, self.seed, epoch + 100003 * (self.step_in_epoch + 1), 0, 1
+                    self.val_loader, self.seed, key + 100003 * (self.step_in_epoch + 1), 0, 1
                 )
                 val_batch = next(val_iter)
             tb, vb = self._to_device(train_batch), self._to_device(val_batch)
             metrics = {
                 k: float(v) for k, v in self.strategy.step(tb, vb, update_arch=update_arch).items()
             }
-            for key, value in metrics.items():
+            for name, value in metrics.items():
                 if not math.isfinite(value):
-                    where = f"epoch {epoch + 1}, step {self.step_in_epoch + 1}"
+                    where = f"{desc}, step {self.step_in_epoch + 1}"
                     raise SearchError(
-                        f"{key} became {value} at {where}; stopped, the last good checkpoint "
+                        f"{name} became {value} at {where}; stopped, the last good checkpoint "
                         f"{self.ckpt_path} is kept"
                     )
             n = int(tb[0].shape[0])
             images += n
-            for key, value in metrics.items():
-                self._epoch_sums[key] = self._epoch_sums.get(key, 0.0) + value * n
+            for name, value in metrics.items():
+                self._epoch_sums[name] = self._epoch_sums.get(name, 0.0) + value * n
             self._epoch_sums["_n"] = self._epoch_sums.get("_n", 0.0) + n
             self.step_in_epoch += 1
             self.global_step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{metrics['train_loss']:.3f}")
             if self.global_step % int(self.cfg.log_every) == 0:
-                self.logger.log("step", epoch=epoch, step=self.global_step, lr=lr, **metrics)
+                self.logger.log("step", epoch=self.epoch, step=self.global_step, lr=lr, **metrics)
             if self._stop_requested:
                 bar.close()
                 self._checkpoint()
                 raise Preempted(self.ckpt_path)
         bar.close()
-        elapsed = time.perf_counter() - t0
-        self.strategy.on_epoch_end(epoch)
-        self.scheduler.step()
-        self.epoch += 1
         self.step_in_epoch = 0
-        self._log_epoch(epoch, lr, images / max(elapsed, 1e-9))
+        return images / max(time.perf_counter() - t0, 1e-9)
+
+    # ------------------------------------------- what the loop lends a fine-tuning selector
+
+    @property
+    def search_lr(self) -> float:
+        return float(self.cfg.optimizer.lr)
+
+    def val_batches(
+        self, *, key: int, limit: int | None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Batches of the architecture split in an order fixed by ``key``, at most ``limit``."""
+        it = _start_epoch(self.val_loader, self.seed, 2 * 10**6 + key, 0, 3)
+        for i, batch in enumerate(it):
+            if limit is not None and i >= limit:
+                break
+            yield self._to_device(batch)
+
+    def train_epoch(self, *, key: int, lr: float, update_arch: bool, desc: str) -> dict[str, float]:
+        """One fine-tuning epoch at learning rate ``lr`` (a selector's tuning between decisions)."""
+        for group in self.weight_optimizer.param_groups:
+            group["lr"] = lr
+        images_per_s = self._train_steps(key=key, update_arch=update_arch, desc=desc)
+        n = self._epoch_sums.get("_n", 1.0)
+        means = {k: v / n for k, v in self._epoch_sums.items() if k != "_n"}
+        self.logger.log(
+            "tune",
+            epoch=self.epoch,
+            step=self.global_step,
+            lr=lr,
+            images_per_s=images_per_s,
+            **means,
+        )
+        return means
+
+    def reset_weight_optimizer(self, lr: float) -> None:
+        """A fresh weight optimiser state (momentum) at learning rate ``lr``."""
+        self.weight_optimizer.state.clear()
+        for group in self.weight_optimizer.param_groups:
+            group["lr"] = lr
+
+    def checkpoint(self) -> None:
         self._checkpoint()
+
+    def log(self, event: str, **values: Any) -> None:
+        self.logger.log(event, epoch=self.epoch, step=self.global_step, **values)
+        if event == "pt_decision":
+            self.logger.text("pt_decisions", json.dumps(values), self.global_step)
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -596,7 +663,12 @@ class SearchRun:
         return entry
 
     def _select(self) -> AnyGenotype:
-        genotype = self.selector.select(self.strategy, _batches(self.val_loader, self))
+        self.phase = "select"
+        genotype = self.selector.select(
+            self.strategy, _batches(self.val_loader, self), context=self
+        )
+        self.phase = "done"
+        self._checkpoint()
         record: dict[str, Any] = {
             "space": str(self.cfg.space.name),
             "genotype": genotype.to_json(),
@@ -614,6 +686,44 @@ class SearchRun:
 
     _final: dict[str, float] = {}
     _resume_rng: Any = None
+
+
+def _from_run(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
+    """The config and final checkpoint of a finished search, to select on its supernet.
+
+    The finished run's own config is kept (space, strategy, data, seed, schedule); the
+    current ``selection`` replaces its selector."""
+    folder = Path(str(cfg.from_run)).expanduser()
+    if not (folder / "config.yaml").is_file():
+        raise SearchError(
+            f"from_run={folder} holds no config.yaml; expected the folder of a finished "
+            "nas-search run"
+        )
+    try:
+        state = load_checkpoint(folder / "checkpoints" / "last.pt", kind="search")
+    except CheckpointError as e:
+        raise SearchError(str(e)) from None
+    base = OmegaConf.load(folder / "config.yaml")
+    assert isinstance(base, DictConfig)
+    if int(state["epoch"]) < int(base.epochs):
+        raise SearchError(
+            f"the search in {folder} stopped at epoch {state['epoch']} of {base.epochs}; "
+            "finish it with resume=true first"
+        )
+    merged = OmegaConf.merge(
+        base,
+        {
+            "selection": OmegaConf.to_container(cfg.selection, resolve=True),
+            "resume": cfg.resume,
+            "from_run": str(folder),
+            "eval": cfg.get("eval", True),
+            "log_every": cfg.log_every,
+        },
+    )
+    assert isinstance(merged, DictConfig)
+    # the finished search's supernet, strategy and optimiser, before any selection
+    state = {**state, "phase": "search", "step_in_epoch": 0}
+    return merged, state
 
 
 def _batches(

@@ -2,5 +2,13 @@
 
 from nas.selection.argmax import Argmax, argmax_genotype
 from nas.selection.base import SELECTORS, Selector
+from nas.selection.perturbation import PerturbationSelection, evaluate_variants
 
-__all__ = ["SELECTORS", "Argmax", "Selector", "argmax_genotype"]
+__all__ = [
+    "SELECTORS",
+    "Argmax",
+    "PerturbationSelection",
+    "Selector",
+    "argmax_genotype",
+    "evaluate_variants",
+]

@@ -11,6 +11,7 @@ included (as DrNAS and the benchmark's own DARTS code derive it). Masked-out ops
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -64,7 +65,11 @@ class Argmax(Selector):
     name = "argmax"
 
     def select(
-        self, strategy: SearchStrategy, val_data: Iterable[Batch] | None = None
+        self,
+        strategy: SearchStrategy,
+        val_data: Iterable[Batch] | None = None,
+        *,
+        context: Any = None,
     ) -> AnyGenotype:
         with torch.no_grad():
             weights = strategy.derivation_weights()

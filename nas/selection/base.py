@@ -24,9 +24,20 @@ class Selector(abc.ABC):
 
     @abc.abstractmethod
     def select(
-        self, strategy: SearchStrategy, val_data: Iterable[Batch] | None = None
+        self,
+        strategy: SearchStrategy,
+        val_data: Iterable[Batch] | None = None,
+        *,
+        context: Any = None,
     ) -> AnyGenotype:
-        """The genotype. ``val_data`` is the architecture split, for selectors that measure."""
+        """The genotype. ``val_data`` is the architecture split, for selectors that measure;
+        ``context`` is what the search loop lends selectors that fine-tune
+        (``nas.selection.perturbation.SelectionContext``)."""
 
     def state_dict(self) -> dict[str, Any]:
+        """Progress to put in a checkpoint (a selector that takes many steps resumes from it)."""
         return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the progress of ``state_dict`` (a selector without progress has none)."""
+        del state

@@ -108,6 +108,24 @@ class Supernet(nn.Module):
         return {ct: (c.num_edges, c.num_ops) for ct, c in self.space.cells.items()}
 
     def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
+        return self.run_suffix(
+            self.run_prefix(x, weights, len(self.cells)), weights, len(self.cells)
+        )
+
+    # Prefix / suffix: DARTS-PT evaluates many weight variants that differ only in one cell
+    # type; the cells before the first cell of that type compute the same thing for all.
+    cells: nn.ModuleList
+
+    def first_cell_of(self, cell_type: str) -> int:
+        """Index of the first cell whose output depends on ``cell_type``'s weights."""
+        raise NotImplementedError
+
+    def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> Any:
+        """The stem and cells ``0 .. stop-1``; returns the state entering cell ``stop``."""
+        raise NotImplementedError
+
+    def run_suffix(self, state: Any, weights: ArchWeights, start: int) -> Tensor:
+        """Cells ``start ..`` and the classifier, from a state of ``run_prefix``."""
         raise NotImplementedError
 
 
@@ -231,16 +249,34 @@ class DartsSupernet(Supernet):
         self.classifier = nn.Linear(C_prev, num_classes)
         self._init_masks()
 
-    def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
-        active = self.active_ops(weights)
+    @property
+    def cell_types(self) -> list[str]:
+        """The cell type of every cell, in order."""
+        return ["reduce" if c.reduction else "normal" for c in self.cells]
+
+    def first_cell_of(self, cell_type: str) -> int:
+        return self.cell_types.index(cell_type)
+
+    def _run_cells(
+        self, s0: Tensor, s1: Tensor, weights: ArchWeights, cells: range
+    ) -> tuple[Tensor, Tensor]:
+        types = {self.cell_types[i] for i in cells}
+        active = self.active_ops({ct: weights[ct] for ct in types})
+        for i in cells:
+            ct = self.cell_types[i]
+            s0, s1 = s1, self.cells[i](s0, s1, weights[ct], active[ct])
+        return s0, s1
+
+    def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> tuple[Tensor, Tensor]:
         if self.stem_kind == "cifar":
             s0 = s1 = self.stem(x)
         else:
             s0 = self.stem0(x)
             s1 = self.stem1(s0)
-        for cell in self.cells:
-            ct = "reduce" if cell.reduction else "normal"
-            s0, s1 = s1, cell(s0, s1, weights[ct], active[ct])
+        return self._run_cells(s0, s1, weights, range(stop))
+
+    def run_suffix(self, state: tuple[Tensor, Tensor], weights: ArchWeights, start: int) -> Tensor:
+        s0, s1 = self._run_cells(state[0], state[1], weights, range(start, len(self.cells)))
         return self.classifier(self.global_pooling(s1).flatten(1))
 
 
@@ -315,15 +351,27 @@ class NB201Supernet(Supernet):
         self.classifier = nn.Linear(C_prev, num_classes)
         self._init_masks()
 
-    def forward(self, x: Tensor, weights: ArchWeights) -> Tensor:
+    def first_cell_of(self, cell_type: str) -> int:
+        return 0
+
+    def _run_cells(self, feature: Tensor, weights: ArchWeights, cells: range) -> Tensor:
+        if not len(cells):
+            return feature
         active = self.active_ops(weights)["cell"]
         w = weights["cell"]
-        feature = self.stem(x)
-        for cell in self.cells:
+        for i in cells:
+            cell = self.cells[i]
             if isinstance(cell, NB201SearchCell):
                 feature = cell(feature, w, active)
             else:
                 feature = cell(feature)
+        return feature
+
+    def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> Tensor:
+        return self._run_cells(self.stem(x), weights, range(stop))
+
+    def run_suffix(self, state: Tensor, weights: ArchWeights, start: int) -> Tensor:
+        feature = self._run_cells(state, weights, range(start, len(self.cells)))
         return self.classifier(self.global_pooling(self.lastact(feature)).flatten(1))
 
 

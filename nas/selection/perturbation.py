@@ -1,0 +1,404 @@
+"""Perturbation-based architecture selection (DARTS-PT), for the supernet of any strategy.
+
+Fourth stage of the pipeline (``nas.selection``). Wang, Cheng, Chen, Tang, Hsieh, "Rethinking
+Architecture Selection in Differentiable NAS", ICLR 2021 (Alg. 1 and 2):
+
+* operation projection, one undecided edge at a time (picked at random): for each candidate
+  op, set its weight to zero (the others are not renormalised) and measure the supernet on the
+  architecture split; the op whose removal lowers accuracy most (``criterion: acc``) or raises
+  the loss most (``criterion: loss``) is kept, and the edge becomes one-hot on it;
+* topology projection (DARTS-style spaces): for each node with more than two inputs (picked at
+  random), repeatedly remove the edge whose removal leaves the highest accuracy (lowest loss)
+  until two remain;
+* between projections the supernet is fine-tuned for ``proj_intv`` epochs: SGD with a fresh
+  momentum at lr = search lr x ``tune_lr_factor``, cosine to ``tune_lr_min`` over all tuning
+  epochs (NB201: constant), the architecture training on unless the strategy fixes alpha.
+
+Projection k happens at tuning epoch k * ``proj_intv``; after the last one, one more epoch tunes
+(DARTS space: 14 op + 3 topology projections per cell type, ``16 * proj_intv + 1`` epochs).
+
+Unlike the reference, the edge and node order comes from a seeded generator stored in the
+checkpoint, and every decision is saved there too, so an interrupted selection resumes to the
+same genotype. Candidates of one decision are compared on the same validation batches without
+autograd; ``num_val_batches`` bounds the cost; the cells before the first cell of the perturbed
+cell type are computed once per batch for all candidates (``reuse_prefix``). The supernet is
+evaluated with BN in batch-statistics mode and its running statistics left untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from nas.search.base import Batch, SearchStrategy
+from nas.selection.argmax import argmax_genotype
+from nas.selection.base import SELECTORS, Selector
+from nas.supernet import ArchWeights, Supernet
+from search_spaces.genotype import AnyGenotype
+
+
+class SelectionContext(Protocol):
+    """What the search loop lends a selector that fine-tunes and measures the supernet."""
+
+    search_lr: float
+    step_in_epoch: int
+
+    def val_batches(self, *, key: int, limit: int | None) -> Iterator[Batch]: ...
+
+    def train_epoch(
+        self, *, key: int, lr: float, update_arch: bool, desc: str
+    ) -> dict[str, float]: ...
+
+    def reset_weight_optimizer(self, lr: float) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+    def log(self, event: str, **values: Any) -> None: ...
+
+
+@contextmanager
+def frozen_bn_statistics(module: nn.Module) -> Iterator[None]:
+    """BN in batch-statistics mode whose running statistics do not move (momentum 0)."""
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [
+        (m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
+        for m in bns
+    ]
+    try:
+        for m in bns:
+            m.momentum = 0.0
+        yield
+    finally:
+        for m, (momentum, tracked) in zip(bns, saved):
+            m.momentum = momentum
+            if tracked is not None and m.num_batches_tracked is not None:
+                m.num_batches_tracked.copy_(tracked)
+
+
+@torch.no_grad()
+def evaluate_variants(
+    supernet: Supernet,
+    variants: list[ArchWeights],
+    cell_type: str,
+    batches: Iterable[Batch],
+    *,
+    reuse_prefix: bool = True,
+    seed: int = 0,
+) -> list[tuple[float, float]]:
+    """(accuracy, loss) of the supernet under each weight variant, on the same batches.
+
+    The variants differ only in ``cell_type``'s weights, so the stem and the cells before the
+    first cell of that type are shared: with ``reuse_prefix`` they run once per batch. Random
+    ops (S4's noise) draw the same numbers for every variant, with or without reuse."""
+    stop = supernet.first_cell_of(cell_type) if reuse_prefix else 0
+    correct = [0.0] * len(variants)
+    loss = [0.0] * len(variants)
+    count = 0
+    was_training = supernet.training
+    supernet.train()  # batch statistics, as the reference evaluates the projections
+    try:
+        with frozen_bn_statistics(supernet), torch.random.fork_rng(devices=[]):
+            for b, (x, y) in enumerate(batches):
+                torch.manual_seed(seed * 1_000_003 + b)
+                prefix = supernet.run_prefix(x, variants[0], stop) if reuse_prefix else None
+                after_prefix = torch.get_rng_state()
+                for v, weights in enumerate(variants):
+                    if reuse_prefix:
+                        torch.set_rng_state(after_prefix)
+                        state = prefix
+                    else:
+                        torch.manual_seed(seed * 1_000_003 + b)
+                        state = supernet.run_prefix(x, weights, 0)
+                    logits = supernet.run_suffix(state, weights, stop).float()
+                    loss[v] += float(F.cross_entropy(logits, y, reduction="sum"))
+                    correct[v] += float((logits.argmax(1) == y).sum())
+                count += int(y.shape[0])
+    finally:
+        supernet.train(was_training)
+    if count == 0:
+        raise ValueError("perturbation selection got no validation batches")
+    return [(c / count, lsum / count) for c, lsum in zip(correct, loss)]
+
+
+@SELECTORS.register("pt")
+class PerturbationSelection(Selector):
+    """DARTS-PT: operation then topology projection, fine-tuning between projections."""
+
+    name = "pt"
+
+    def __init__(
+        self,
+        *,
+        proj_intv: int = 5,
+        criterion: str = "acc",
+        num_val_batches: int | None = None,
+        tune_lr_factor: float = 0.1,
+        tune_lr_min: float = 0.001,
+        constant_lr: bool | None = None,
+        reuse_prefix: bool = True,
+        seed: int = 0,
+    ) -> None:
+        if isinstance(proj_intv, bool) or not isinstance(proj_intv, int) or proj_intv < 0:
+            raise ValueError(f"selection.proj_intv must be an int >= 0, got {proj_intv!r}")
+        if criterion not in ("acc", "loss"):
+            raise ValueError(f"selection.criterion must be 'acc' or 'loss', got {criterion!r}")
+        if num_val_batches is not None and (
+            isinstance(num_val_batches, bool)
+            or not isinstance(num_val_batches, int)
+            or num_val_batches < 1
+        ):
+            raise ValueError(
+                f"selection.num_val_batches must be a positive int or null, got {num_val_batches!r}"
+            )
+        if tune_lr_factor <= 0 or tune_lr_min < 0:
+            raise ValueError(
+                f"selection.tune_lr_factor must be > 0 and tune_lr_min >= 0, got "
+                f"{tune_lr_factor}, {tune_lr_min}"
+            )
+        self.proj_intv = proj_intv
+        self.criterion = criterion
+        self.num_val_batches = num_val_batches
+        self.tune_lr_factor = float(tune_lr_factor)
+        self.tune_lr_min = float(tune_lr_min)
+        self.constant_lr = constant_lr
+        self.reuse_prefix = reuse_prefix
+        self.seed = int(seed)
+        # progress, all of it in the checkpoint
+        self.generator = torch.Generator().manual_seed(self.seed)
+        self.tune_epoch = 0
+        self.projections_done = 0  # projection events finished (each: one per cell type)
+        self.decisions: list[dict[str, Any]] = []
+        self.started = False
+
+    # ----------------------------------------------------------------------- the plan
+
+    @staticmethod
+    def projection_plan(strategy: SearchStrategy) -> list[str]:
+        """Projection events in order: ``op`` per edge, then ``edge`` per node with > 2 inputs.
+
+        Each event projects one edge (or node) of every cell type."""
+        space = strategy.supernet.space
+        cells = list(space.cells.values())
+        num_edges = max(c.num_edges for c in cells)
+        plan = ["op"] * num_edges
+        if space.family == "darts":
+            nodes = max(
+                sum(
+                    1
+                    for n in c.intermediate_nodes
+                    if len(c.edges_into(n)) > (c.inputs_per_node or 0)
+                )
+                for c in cells
+            )
+            plan += ["edge"] * nodes
+        return plan
+
+    def tune_epochs(self, strategy: SearchStrategy) -> int:
+        return self.proj_intv * (len(self.projection_plan(strategy)) - 1) + 1
+
+    # ---------------------------------------------------------------------- decisions
+
+    def _undecided_edges(self, strategy: SearchStrategy, cell_type: str) -> list[int]:
+        return [int(e) for e in (~strategy.projection_decided(cell_type)).nonzero().flatten()]
+
+    def _pick(self, options: list[int]) -> int:
+        return options[int(torch.randint(len(options), (1,), generator=self.generator))]
+
+    def _eval(
+        self,
+        ctx: SelectionContext,
+        strategy: SearchStrategy,
+        cell_type: str,
+        variants: list[ArchWeights],
+    ) -> list[tuple[float, float]]:
+        batches = ctx.val_batches(key=len(self.decisions), limit=self.num_val_batches)
+        return evaluate_variants(
+            strategy.supernet,
+            variants,
+            cell_type,
+            batches,
+            reuse_prefix=self.reuse_prefix,
+            seed=self.seed * 7919 + len(self.decisions),
+        )
+
+    def _base_weights(self, strategy: SearchStrategy) -> ArchWeights:
+        with torch.no_grad():
+            return {k: v.detach().clone() for k, v in strategy.arch_weights(sample=False).items()}
+
+    def project_op(
+        self, ctx: SelectionContext, strategy: SearchStrategy, cell_type: str
+    ) -> dict[str, Any]:
+        edges = self._undecided_edges(strategy, cell_type)
+        edge = self._pick(edges)
+        space_edge = strategy.supernet.space.cells[cell_type].edges[edge]
+        mask = strategy.supernet.op_mask(cell_type)[edge]
+        family = strategy.supernet.space.family
+        candidates = [
+            k
+            for k, op in enumerate(space_edge.ops)
+            if bool(mask[k]) and not (family == "darts" and op == "none")
+        ]
+        base = self._base_weights(strategy)
+        variants = []
+        for k in candidates:
+            w = {ct: t.clone() for ct, t in base.items()}
+            w[cell_type][edge, k] = 0.0  # remove op k; the others are not renormalised
+            variants.append(w)
+        scores = self._eval(ctx, strategy, cell_type, variants)
+        if self.criterion == "acc":  # the op whose removal hurts accuracy most
+            best = min(range(len(candidates)), key=lambda i: (scores[i][0], i))
+        else:  # the op whose removal raises the loss most
+            best = min(range(len(candidates)), key=lambda i: (-scores[i][1], i))
+        op = candidates[best]
+        strategy.project_edge_to_op(cell_type, edge, op)
+        return {
+            "kind": "op",
+            "cell_type": cell_type,
+            "edge": edge,
+            "src": space_edge.src,
+            "dst": space_edge.dst,
+            "candidates": [space_edge.ops[k] for k in candidates],
+            "acc": [s[0] for s in scores],
+            "loss": [s[1] for s in scores],
+            "chosen": space_edge.ops[op],
+        }
+
+    def project_topology(
+        self, ctx: SelectionContext, strategy: SearchStrategy, cell_type: str
+    ) -> dict[str, Any]:
+        cell = strategy.supernet.space.cells[cell_type]
+        keep = cell.inputs_per_node or 0
+        open_nodes = [
+            n
+            for n in cell.intermediate_nodes
+            if len(cell.edges_into(n)) > keep
+            and not any(
+                d["kind"] == "edge" and d["cell_type"] == cell_type and d["node"] == n
+                for d in self.decisions
+            )
+        ]
+        node = self._pick(open_nodes)
+        eids = [e.index for e in cell.edges_into(node)]
+        rounds = []
+        while len(eids) > keep:
+            base = self._base_weights(strategy)
+            variants = []
+            for e in eids:
+                w = {ct: t.clone() for ct, t in base.items()}
+                w[cell_type][e] = 0.0
+                variants.append(w)
+            scores = self._eval(ctx, strategy, cell_type, variants)
+            # remove the edge whose removal leaves the best supernet (ties: the later edge,
+            # as the reference's `not compare(...)`)
+            if self.criterion == "acc":
+                i = max(range(len(eids)), key=lambda i: (scores[i][0], i))
+            else:
+                i = max(range(len(eids)), key=lambda i: (-scores[i][1], i))
+            rounds.append(
+                {
+                    "edges": list(eids),
+                    "acc": [s[0] for s in scores],
+                    "loss": [s[1] for s in scores],
+                    "removed": eids[i],
+                }
+            )
+            strategy.remove_edge(cell_type, eids[i])
+            del eids[i]
+        return {
+            "kind": "edge",
+            "cell_type": cell_type,
+            "node": node,
+            "kept": eids,
+            "rounds": rounds,
+        }
+
+    # ---------------------------------------------------------------------- the loop
+
+    def select(
+        self,
+        strategy: SearchStrategy,
+        val_data: Iterable[Batch] | None = None,
+        *,
+        context: SelectionContext | None = None,
+    ) -> AnyGenotype:
+        if context is None:
+            raise ValueError(
+                "perturbation selection needs the search loop's context (run it from nas-search)"
+            )
+        ctx = context
+        plan = self.projection_plan(strategy)
+        total = self.tune_epochs(strategy)
+        constant = (
+            self.constant_lr
+            if self.constant_lr is not None
+            else strategy.supernet.space.family == "nb201"
+        )
+        lr0 = ctx.search_lr * self.tune_lr_factor
+        if not self.started:
+            ctx.reset_weight_optimizer(lr0)  # the reference's reset_optimizer: fresh momentum
+            self.started = True
+        while self.tune_epoch < total:
+            e = self.tune_epoch
+            # projection k is due at tuning epoch k * proj_intv (all at once when proj_intv = 0);
+            # after a resume in the middle of an epoch its projections are already done
+            due = len(plan) if self.proj_intv == 0 else min(e // self.proj_intv + 1, len(plan))
+            if self.projections_done < due:
+                while self.projections_done < due:
+                    kind = plan[self.projections_done]
+                    for ct in strategy.supernet.space.cell_types:
+                        decision = (
+                            self.project_op(ctx, strategy, ct)
+                            if kind == "op"
+                            else self.project_topology(ctx, strategy, ct)
+                        )
+                        decision["projection"] = self.projections_done
+                        self.decisions.append(decision)
+                        ctx.log("pt_decision", **decision)
+                    self.projections_done += 1
+                ctx.checkpoint()
+            if self.proj_intv == 0:  # no fine-tuning at all
+                self.tune_epoch = total
+                break
+            if constant:
+                lr = lr0
+            else:
+                lr = (
+                    self.tune_lr_min
+                    + (lr0 - self.tune_lr_min) * (1 + math.cos(math.pi * e / total)) / 2
+                )
+            ctx.train_epoch(
+                key=10**5 + e,
+                lr=lr,
+                update_arch=not strategy.fix_alpha,
+                desc=f"pt tune {e + 1}/{total}",
+            )
+            self.tune_epoch += 1
+            ctx.checkpoint()
+        with torch.no_grad():
+            weights = strategy.derivation_weights()
+        masks = {ct: strategy.supernet.op_mask(ct) for ct in weights}
+        return argmax_genotype(strategy.supernet.space, weights, masks)
+
+    # -------------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generator": self.generator.get_state(),
+            "tune_epoch": self.tune_epoch,
+            "projections_done": self.projections_done,
+            "decisions": self.decisions,
+            "started": self.started,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+        self.tune_epoch = int(state["tune_epoch"])
+        self.projections_done = int(state["projections_done"])
+        self.decisions = list(state["decisions"])
+        self.started = bool(state["started"])
