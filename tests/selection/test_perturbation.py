@@ -102,7 +102,7 @@ def test_darts_space_picks_ops_and_topology():
     keep = {2: {0: 4, 1: 6}, 3: {0: 5, 2: 7}, 4: {1: 4, 3: 2}, 5: {2: 6, 4: 3}}
     cell_space = net.space.cells["normal"]
     expected = []
-    for node, edges in keep.items():
+    for edges in keep.values():
         for src in sorted(edges):
             expected.append((cell_space.edges[0].ops[edges[src]], src))
     key = {"normal": {}, "reduce": {}}
