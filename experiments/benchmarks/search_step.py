@@ -8,6 +8,9 @@ architecture step plus a weight step (forward, backward, optimiser step each), a
 
     python experiments/benchmarks/search_step.py                 # all settings of the issue
     python experiments/benchmarks/search_step.py --only nb201-darts1 --steps 5 --warmup 2
+
+DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
+own figures are in PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -21,10 +24,17 @@ import sys
 import time
 
 SETTINGS = {
-    # name: (space, C, layers, strategy, order, batch, reference images/s, reference peak MiB)
-    "darts-darts1": ("darts", 16, 8, "darts", 1, 64, 1.95, 9792),
-    "darts-darts2": ("darts", 16, 8, "darts", 2, 64, 0.86, 13003),
-    "nb201-darts1": ("nb201", 16, 5, "darts", 1, 64, 10.95, 3165),
+    # name: (space, C, layers, strategy, order, K, batch, reference images/s, reference peak MiB)
+    "darts-darts1": ("darts", 16, 8, "darts", 1, 1, 64, 1.95, 9792),
+    "darts-darts2": ("darts", 16, 8, "darts", 2, 1, 64, 0.86, 13003),
+    "nb201-darts1": ("nb201", 16, 5, "darts", 1, 1, 64, 10.95, 3165),
+    "nb201-drnas-k1": ("nb201", 16, 5, "drnas", 1, 1, 64, 10.36, 3132),
+    "s5-drnas-k4-c16": ("s5", 16, 8, "drnas", 1, 4, 64, 4.70, 3339),
+    # DrNAS's progressive stage 1: C=36, 20 cells, K=6 (the reference's own row)
+    "s5-drnas-k6-c36": ("s5", 36, 20, "drnas", 1, 6, 64, 1.28, 10821),
+    # K=1 at C=36 / 20 cells does not fit this machine at batch 64: compare K=6 and K=1 at 16
+    "s5-drnas-k6-c36-b16": ("s5", 36, 20, "drnas", 1, 6, 16, None, None),
+    "s5-drnas-k1-c36-b16": ("s5", 36, 20, "drnas", 1, 1, 16, None, None),
 }
 
 
@@ -36,8 +46,8 @@ def run_one(name: str, steps: int, warmup: int, channels_last: bool) -> dict[str
 
     torch.set_num_threads(2)
     torch.manual_seed(0)
-    space, C, layers, strategy_name, order, batch, _, _ = SETTINGS[name]
-    net = build_supernet(space, C=C, layers=layers, num_classes=10)
+    space, C, layers, strategy_name, order, k, batch, _, _ = SETTINGS[name]
+    net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
@@ -96,11 +106,12 @@ def main() -> None:
         )
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
-        ref_ips, ref_mem = SETTINGS[name][6], SETTINGS[name][7]
+        ref_ips, ref_mem = SETTINGS[name][7], SETTINGS[name][8]
+        ratio = f"{r['images_per_s'] / ref_ips:.2f}x" if ref_ips else "-"
         print(
-            f"| {name} | {SETTINGS[name][5]} | {r['arch_step_s']:.2f} | {r['weight_step_s']:.2f} | "
-            f"{r['search_step_s']:.2f} | {r['images_per_s']:.2f} | {ref_ips} | "
-            f"{r['images_per_s'] / ref_ips:.2f}x | {r['peak_rss_mib']:.0f} | {ref_mem} |",
+            f"| {name} | {SETTINGS[name][6]} | {r['arch_step_s']:.2f} | {r['weight_step_s']:.2f} | "
+            f"{r['search_step_s']:.2f} | {r['images_per_s']:.2f} | {ref_ips or '-'} | "
+            f"{ratio} | {r['peak_rss_mib']:.0f} | {ref_mem or '-'} |",
             flush=True,
         )
 
