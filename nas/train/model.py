@@ -1,0 +1,157 @@
+"""From a genotype reference to the network that retrains it.
+
+Retraining stage (``nas.train``), the hand-off from search: ``resolve_train_genotype`` accepts
+everything a user has at hand after a search or from a paper, and ``build_network`` picks the
+network family the genotype and the data call for:
+
+* a DARTS-space genotype -> ``NetworkCIFAR`` (DARTS, Liu et al., ICLR 2019) for 32x32 data, or
+  ``NetworkImageNet`` (the mobile setting) for ImageNet;
+* an NB201 cell -> NAS-Bench-201's ``TinyNetwork`` (Dong & Yang, ICLR 2020), which has neither
+  an auxiliary head nor drop-path.
+
+Only ``search_spaces`` is needed: a published genotype retrains without any search code.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from search_spaces.darts import NetworkCIFAR, NetworkImageNet
+from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype, genotype_from_json
+from search_spaces.nb201 import NUM_ARCHS, TinyNetwork, index_to_arch
+from search_spaces.published import resolve_genotype
+
+GENOTYPE_FORMS = (
+    "a genotype.json file, a nas-search run folder, a published name (e.g. DARTS_V2), "
+    "genotype text, an NB201 arch string or an NB201 index"
+)
+
+
+def _from_record(record: Any, where: str) -> AnyGenotype:
+    """The genotype of a ``genotype.json`` written by nas-search, or of a bare genotype JSON."""
+    if isinstance(record, dict) and isinstance(record.get("genotype"), dict):
+        record = record["genotype"]
+    try:
+        return genotype_from_json(record)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def resolve_train_genotype(spec: Any) -> AnyGenotype:
+    """The genotype ``spec`` names: a path to a ``genotype.json`` (a nas-search run writes one),
+    a run folder holding one, a published name, genotype text, an NB201 arch string, or an
+    NB201 benchmark index (int or digits)."""
+    if isinstance(spec, bool) or spec is None:
+        raise ValueError(f"genotype is required: expected {GENOTYPE_FORMS}; got {spec!r}")
+    if isinstance(spec, int):
+        spec = str(spec)
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"genotype must be {GENOTYPE_FORMS}; got {spec!r}")
+    text = spec.strip()
+    if text.isdigit():
+        index = int(text)
+        if not 0 <= index < NUM_ARCHS:
+            raise ValueError(f"NB201 index {index} is out of range; expected 0..{NUM_ARCHS - 1}")
+        return resolve_genotype(index_to_arch(index))
+    looks_like_text = text.startswith(("|", "{")) or "(" in text
+    path = Path(text).expanduser()
+    if not looks_like_text and (path.exists() or "/" in text or text.endswith(".json")):
+        if path.is_dir():
+            record_path = path / "genotype.json"
+            if not record_path.is_file():
+                raise FileNotFoundError(
+                    f"genotype folder {path.absolute()} has no genotype.json; expected the run "
+                    "folder of a finished nas-search"
+                )
+            path = record_path
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"no genotype file at {path.absolute()}; expected {GENOTYPE_FORMS}"
+            )
+        try:
+            record = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"genotype file {path.absolute()} is not JSON ({e})") from None
+        return _from_record(record, f"genotype file {path.absolute()}")
+    return resolve_genotype(text)
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """What ``build_network`` built: the family, its size, and the input it expects."""
+
+    family: str  # "NetworkCIFAR", "NetworkImageNet" or "TinyNetwork"
+    C: int
+    layers: int  # DARTS: cells; NB201: cells per stage N
+    auxiliary: bool
+    drop_path: bool  # whether the family supports drop-path
+    input_size: tuple[int, int, int]
+
+    def __str__(self) -> str:
+        size = f"N={self.layers}" if self.family == "TinyNetwork" else f"layers={self.layers}"
+        aux = ", auxiliary" if self.auxiliary else ""
+        return f"{self.family}(C={self.C}, {size}{aux})"
+
+
+def build_network(
+    genotype: AnyGenotype,
+    *,
+    num_classes: int,
+    image_size: int,
+    darts_C: int,
+    darts_layers: int,
+    nb201_C: int,
+    nb201_N: int,
+    auxiliary: bool,
+) -> tuple[nn.Module, NetworkSpec]:
+    """The discrete network of ``genotype`` for data of ``image_size`` and ``num_classes``.
+
+    ImageNet-sized data (``image_size > 64``) gets ``NetworkImageNet``; an NB201 cell
+    ``TinyNetwork`` (which has no auxiliary head: ``auxiliary`` is ignored there).
+    """
+    if isinstance(genotype, NB201Genotype):
+        net: nn.Module = TinyNetwork(nb201_C, nb201_N, genotype, num_classes)
+        input_size = (3, image_size, image_size)
+        return net, NetworkSpec("TinyNetwork", nb201_C, nb201_N, False, False, input_size)
+    assert isinstance(genotype, DartsGenotype)
+    if image_size > 64:
+        net = NetworkImageNet(darts_C, num_classes, darts_layers, auxiliary, genotype)
+        family = "NetworkImageNet"
+        input_size = (3, 224, 224)
+    else:
+        if auxiliary and image_size != 32:
+            raise ValueError(
+                f"model.auxiliary=true needs 32x32 images (NetworkCIFAR's auxiliary head pools "
+                f"an 8x8 map); this data has {image_size}x{image_size}: set model.auxiliary=false"
+            )
+        net = NetworkCIFAR(darts_C, num_classes, darts_layers, auxiliary, genotype)
+        family = "NetworkCIFAR"
+        input_size = (3, image_size, image_size)
+    return net, NetworkSpec(family, darts_C, darts_layers, auxiliary, True, input_size)
+
+
+def logits_of(output: Any, family: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(logits, auxiliary logits or None)`` of a forward pass of any family."""
+    if family == "TinyNetwork":
+        return output[1], None  # TinyNetwork returns (features, logits)
+    logits, logits_aux = output
+    return logits, logits_aux
+
+
+def unused_parameters(net: nn.Module, spec: NetworkSpec, device: torch.device) -> list[str]:
+    """Names of the parameters that get no gradient in a training step (e.g. ops of an NB201
+    cell cut off from its output), found on a copy; DDP must be told of them."""
+    probe = copy.deepcopy(net).to(device).train()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        x = torch.randn(2, *spec.input_size, device=device)
+        logits, logits_aux = logits_of(probe(x), spec.family)
+        loss = logits.sum() + (logits_aux.sum() if logits_aux is not None else 0.0)
+        loss.backward()
+    return [n for n, p in probe.named_parameters() if p.requires_grad and p.grad is None]
