@@ -1,0 +1,23 @@
+"""nas.train: retrain a genotype from scratch (the stage after search and selection).
+
+``run_train(cfg, run_dir)`` trains the network of ``cfg.genotype`` with the recipe in ``cfg``
+(``configs/train``), on one process or under ``torchrun``; ``nas.train.distributed`` holds all
+``torch.distributed`` code; ``resolve_train_genotype`` / ``build_network`` turn a genotype
+reference into ``NetworkCIFAR``, ``NetworkImageNet`` or NB201's ``TinyNetwork``.
+"""
+
+from nas.train.ema import EMA
+from nas.train.loop import TrainError, TrainResult, lr_factor, run_eval, run_train
+from nas.train.model import NetworkSpec, build_network, resolve_train_genotype
+
+__all__ = [
+    "EMA",
+    "NetworkSpec",
+    "TrainError",
+    "TrainResult",
+    "build_network",
+    "lr_factor",
+    "resolve_train_genotype",
+    "run_eval",
+    "run_train",
+]
