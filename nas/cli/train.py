@@ -1,0 +1,161 @@
+"""``nas-train``: retrain a genotype from scratch with one of the papers' recipes.
+
+``nas-train`` alone runs the quickstart (DARTS_V2, tiny, 2 epochs on the embedded data);
+``nas-train experiment=darts_cifar10 genotype=outputs/darts-darts/seed0 data.root=/data/cifar``
+retrains a searched cell with the DARTS recipe; ``torchrun --nproc_per_node=8 -m
+nas.cli.train ...`` (or ``torchrun --nproc_per_node=8 $(which nas-train) ...``) spreads the same
+global batch over 8 processes. ``eval_only=true checkpoint=<file or run folder>`` evaluates a
+checkpoint. Bad input prints one line and exits with code 2; SIGTERM writes a checkpoint and
+exits with code 143 after saying how to resume.
+
+The configs live in ``configs/train`` (``nas_train.yaml``, recipes in ``experiment/``); the data
+configs are the search's ``configs/data``, which this wrapper puts on Hydra's search path
+(after ``configs/train``, so the training recipes take precedence over the search's
+``configs/experiment`` files of the same name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
+GROUP_DIRS = {"data": CONFIG_DIR / "data", "experiment": TRAIN_CONFIG_DIR / "experiment"}
+EXIT_BAD_INPUT = 2
+EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
+_QUOTE_IF = ("|", "{", "(")  # genotype text Hydra's override grammar would misread
+
+
+def _reports() -> bool:
+    """Whether this process prints errors: the first process of each machine (errors about
+    data are per machine), or the only process."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+def _is_rank0() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _fail(message: str) -> NoReturn:
+    if _reports():
+        print(f"nas-train: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in GROUP_DIRS[group].glob("*.yaml"))
+
+
+def check_group_choices(argv: list[str]) -> None:
+    """Reject ``group=unknown`` before Hydra does (its message spans a page), and the search's
+    ``experiment=`` recipes, which are on the search path but are not training recipes."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in GROUP_DIRS or value in ("null", ""):
+            continue
+        options = group_options(key)
+        for choice in value.split(","):  # -m sweeps: experiment=darts_cifar10,drnas_cifar10
+            if choice not in options:
+                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(options)}")
+
+
+def prepare_argv(argv: list[str]) -> list[str]:
+    """The command line Hydra sees: genotype text quoted for Hydra's grammar (an NB201 arch
+    string or ``Genotype(...)`` text works as typed), and ``configs/`` on the search path."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") in ("genotype", "checkpoint") and value.startswith(_QUOTE_IF):
+            quote = '"' if '"' not in value else "'"
+            arg = f"{key}={quote}{value}{quote}"
+        out.append(arg)
+    if not any(a.startswith("hydra.searchpath=") for a in out):
+        out.append(f"hydra.searchpath=[file://{CONFIG_DIR}]")
+    return out
+
+
+def compose_config(overrides: list[str] | None = None) -> DictConfig:
+    """The config ``nas-train <overrides>`` would run with (tests, notebooks)."""
+    from hydra import compose, initialize_config_dir
+
+    argv = list(overrides or [])
+    check_group_choices(argv)
+    with initialize_config_dir(config_dir=str(TRAIN_CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="nas_train", overrides=prepare_argv(argv))
+
+
+@hydra.main(config_path=str(TRAIN_CONFIG_DIR), config_name="nas_train", version_base="1.3")
+def _train(cfg: DictConfig) -> None:
+    from nas.train import distributed
+    from nas.train.loop import Preempted, TrainError, run_eval, run_train
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        if bool(cfg.eval_only):
+            results = run_eval(cfg)
+            if _is_rank0():
+                print(
+                    f"eval {results['checkpoint']} (epoch {results['epoch']}) on {results['data']} "
+                    f"({results['test_images']} images): test_loss {results['test_loss']:.4f}  "
+                    f"test_top1 {results['test_top1']:.2f}  test_top5 {results['test_top5']:.2f}"
+                    + (
+                        f"  ema_test_top1 {results['ema_test_top1']:.2f}"
+                        if "ema_test_top1" in results
+                        else ""
+                    )
+                )
+                print(json.dumps(results))
+            return
+        result = run_train(cfg, run_dir)
+    except Preempted as p:
+        if _is_rank0():
+            overrides = " ".join(HydraConfig.get().overrides.task)
+            print(
+                f"nas-train: preempted; checkpoint written to {p.checkpoint}. Resume with: "
+                f"nas-train {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
+                file=sys.stderr,
+                flush=True,
+            )
+        sys.exit(EXIT_PREEMPTED)
+    except (TrainError, ValueError, FileNotFoundError) as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        distributed.shutdown()
+    if _is_rank0():
+        r = result.results
+        final, best = r["final"], r["best"]
+        print(
+            f"done: {r['network']} ({r['params'] / 1e6:.3f}M params, {r['macs'] / 1e6:.1f}M "
+            f"multiply-adds), {r['epochs']} epochs on {r['world_size']} process(es): test_top1 "
+            f"{final.get('test_top1', float('nan')):.2f}  test_top5 "
+            f"{final.get('test_top5', float('nan')):.2f}  (best top-1 "
+            f"{best.get('test_top1', 0):.2f} at epoch {best.get('epoch', '-')}); results in "
+            f"{result.run_dir / 'results.json'}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    check_group_choices(argv)
+    sys.argv = [sys.argv[0], *prepare_argv(argv)]
+    try:
+        _train()
+    except SystemExit as e:
+        # Hydra reports its own config errors with exit code 1; ours are 2 everywhere.
+        if e.code == 1:
+            sys.exit(EXIT_BAD_INPUT)
+        raise
+
+
+if __name__ == "__main__":
+    main()
