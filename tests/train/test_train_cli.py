@@ -1,0 +1,200 @@
+"""End to end: ``nas-train`` as a user runs it, on tiny networks and the embedded data."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+NB201_ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def checkpoint(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+
+
+def test_run_folder_holds_everything(uninterrupted):
+    run_dir = uninterrupted
+    files = sorted(p.name for p in run_dir.iterdir())
+    assert files == ["checkpoints", "config.yaml", "metrics.jsonl", "results.json", "tensorboard"]
+    assert any((run_dir / "tensorboard").iterdir())
+    log = events(run_dir)
+    model = [e for e in log if e["event"] == "model"]
+    assert len(model) == 1 and model[0]["network"] == "NetworkCIFAR(C=4, layers=3, auxiliary)"
+    assert model[0]["params"] < model[0]["params_with_aux"] and model[0]["macs"] > 0
+    epochs = [e for e in log if e["event"] == "epoch"]
+    assert [e["epoch"] for e in epochs] == [0, 1]
+    for e in epochs:
+        for key in ("train_loss", "train_top1", "train_top5", "test_loss", "test_top1",
+                    "test_top5", "lr", "images_per_s", "drop_path_prob"):  # fmt: skip
+            assert key in e, key
+        assert 0 <= e["test_top1"] <= e["test_top5"] <= 100
+    # cosine over 2 epochs: 0.025 then 0.0125; drop-path ramps 0.2 * epoch / epochs
+    assert [e["lr"] for e in epochs] == pytest.approx([0.025, 0.0125])
+    assert [e["drop_path_prob"] for e in epochs] == pytest.approx([0.0, 0.1])
+    steps = [e["step"] for e in log if e["event"] == "step"]
+    assert steps == list(range(1, 9))  # 128 images / 32 per step x 2 epochs
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["final"]["test_top1"] == epochs[-1]["test_top1"]
+    assert results["params"] == model[0]["params"] and results["world_size"] == 1
+    assert results["genotype"].startswith("Genotype(normal=[('sep_conv_3x3', 0)")
+    state = checkpoint(run_dir)
+    assert state["kind"] == "train" and state["epoch"] == 2 and state["step_in_epoch"] == 0
+    for key in ("model", "optimizer", "scheduler", "scaler", "rng", "ema", "config"):
+        assert key in state
+
+
+def _wait_for_step(run_dir: Path, proc, epoch: int, timeout: float = 300) -> None:
+    log = run_dir / "metrics.jsonl"
+    t0 = time.time()
+    while not (log.exists() and f'"event": "step", "epoch": {epoch}' in log.read_text()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() - t0 < timeout
+        time.sleep(0.05)
+
+
+def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, uninterrupted, nas_train):
+    run_dir = tmp_path / "preempted"
+    proc = nas_train(run_dir, "epochs=2", wait=False)
+    _wait_for_step(run_dir, proc, epoch=1)  # the second epoch has begun
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before SIGTERM arrived")
+    assert proc.returncode == 143, err
+    assert "preempted; checkpoint written to" in err and "resume=true" in err
+    assert "Traceback" not in err
+    state = checkpoint(run_dir)
+    assert state["epoch"] == 1 and 0 < state["step_in_epoch"] < 4  # in the middle of epoch 2
+    resumed = nas_train(run_dir, "epochs=2", "resume=true")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = checkpoint(uninterrupted), checkpoint(run_dir)
+    assert a["model"].keys() == b["model"].keys()
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    for key in ("train_loss", "train_top1", "test_loss", "test_top1", "test_top5"):
+        assert a["final"][key] == b["final"][key], key
+    # the resumed log reads as one run: every step once, the same losses
+    steps = [(e["step"], e["train_loss"]) for e in events(run_dir) if e["event"] == "step"]
+    reference = [
+        (e["step"], e["train_loss"]) for e in events(uninterrupted) if e["event"] == "step"
+    ]
+    assert steps == reference
+
+
+def test_eval_only_reproduces_the_final_test_accuracy(tiny, uninterrupted, one_thread):
+    from nas.cli.train import compose_config
+    from nas.train import run_eval
+
+    cfg = compose_config([*tiny, "eval_only=true", f"checkpoint={uninterrupted}"])
+    result = run_eval(cfg)
+    final = json.loads((uninterrupted / "results.json").read_text())["final"]
+    assert result["epoch"] == 2 and result["test_images"] == 64
+    assert result["test_top1"] == pytest.approx(final["test_top1"])
+    assert result["test_loss"] == pytest.approx(final["test_loss"], rel=1e-5)
+
+
+def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted, nas_train):
+    run_dir = tmp_path / "copy"
+    shutil.copytree(uninterrupted, run_dir)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    proc = nas_train(run_dir, "epochs=2")  # forgot resume=true
+    assert proc.returncode == 2 and "already holds a training run" in proc.stderr
+    assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    ckpt = run_dir / "checkpoints" / "last.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    proc = nas_train(run_dir, "epochs=2", "resume=true")
+    assert proc.returncode == 2 and "is corrupt or truncated" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["epochs=3"], "was written with epochs=2, but epochs=3 was asked for"),  # another schedule
+        (["genotype=DARTS_V1"], "trains the genotype Genotype"),
+        (["model.darts.C=6"], "was written with model="),
+    ],
+)
+def test_foreign_checkpoints_are_refused(tiny, uninterrupted, overrides, message):
+    from nas.cli.train import compose_config
+    from nas.train.loop import TrainError, TrainRun
+
+    cfg = compose_config([*tiny, "epochs=2", "resume=true", *overrides])
+    with pytest.raises(TrainError, match=message):
+        TrainRun(cfg, uninterrupted)
+
+
+def test_nb201_cell_from_a_search_run_folder(tmp_path, tiny, one_thread):
+    from nas.cli.train import compose_config
+    from nas.train import resolve_train_genotype, run_train
+    from search_spaces.nb201 import arch_to_index
+
+    search_dir = tmp_path / "search"  # what nas-search writes at the end of an NB201 search
+    search_dir.mkdir()
+    record = {"space": "nb201", "genotype": {"type": "nb201", "arch": NB201_ARCH},
+              "text": NB201_ARCH, "arch": NB201_ARCH, "index": arch_to_index(NB201_ARCH)}  # fmt: skip
+    (search_dir / "genotype.json").write_text(json.dumps(record))
+    cfg = compose_config([*tiny, f"genotype={search_dir}", "model.nb201.C=4", "model.nb201.N=1",
+                          "epochs=1"])  # fmt: skip
+    run_train(cfg, tmp_path / "nb201")
+    results = json.loads((tmp_path / "nb201" / "results.json").read_text())
+    assert results["network"] == "TinyNetwork(C=4, N=1)" and results["genotype"] == NB201_ARCH
+    # the arch string itself, typed unquoted, and its benchmark index name the same cell
+    typed = compose_config([f"genotype={NB201_ARCH}"]).genotype
+    assert str(resolve_train_genotype(typed)) == NB201_ARCH
+    index = compose_config([f"genotype={record['index']}"]).genotype
+    assert str(resolve_train_genotype(index)) == NB201_ARCH
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["epochs=0"], "epochs must be a positive int, got 0"),
+        (
+            ["optimizer.schedule=exp"],
+            "optimizer.schedule must be one of cosine, step, linear, got 'exp'",
+        ),
+        (["model.drop_path=1.5"], r"model.drop_path must be a number in \[0, 1\), got 1.5"),
+        (["amp=fp16", "device=cpu"], "amp=fp16 needs CUDA"),
+        (["device=cuda:x"], "device must be auto, cpu, cuda or cuda:N|CUDA is not available"),
+        (["genotype=15625"], "NB201 index 15625 is out of range; expected 0..15624"),
+        (["resume=true"], "no checkpoint at"),
+        (["data=imagenet16-120", "data.root=/nonexistent"], "nonexistent"),
+    ],
+)
+def test_bad_values_are_refused_before_training(tmp_path, tiny, overrides, message):
+    from nas.cli.train import compose_config
+    from nas.train.loop import TrainError, TrainRun
+
+    with pytest.raises(TrainError, match=message):
+        TrainRun(compose_config([*tiny, *overrides]), tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["genotype=DARTS_V9"], "unknown published genotype 'DARTS_V9'; expected one of DARTS_V1"),
+        (["data=cifar10", "data.root=/no/such/cifar"], "/no/such/cifar"),
+        (
+            ["experiment=drnas_nb201"],
+            "unknown experiment 'drnas_nb201'; expected one of darts_cifar10",
+        ),  # a search recipe
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, nas_train, overrides, message):
+    proc = nas_train(tmp_path / "r", "epochs=1", *overrides)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("nas-train: error: ")
+    assert re.search(message, lines[0]), lines[0]
