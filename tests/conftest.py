@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import pytest
-import torch
+# The tests run tiny networks, where a second intra-op thread costs more in synchronisation
+# than it saves (10x on a busy 2-core machine); subprocesses (the CLI tests) inherit this.
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -13,11 +13,11 @@ from nas.search.loop import SearchRun
 OVERRIDES = [
     "selection=pt",
     "selection.proj_intv=1",
-    "selection.num_val_batches=2",
+    "selection.num_val_batches=1",
     "space.C=4",
     "space.layers=1",
     "batch_size=16",
-    "data.max_items=64",
+    "data.max_items=32",
     "epochs=1",
     "eval=false",
 ]
