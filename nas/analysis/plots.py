@@ -297,8 +297,8 @@ def argmax_shares(
         winners = row.argmax(axis=1)
         for k, op in enumerate(ops):
             shares.setdefault(op, np.zeros(num_epochs))
-            shares[op] += (winners == k) / num_edges
-    return shares
+            shares[op] += winners == k  # counts first: exact fractions at the end
+    return {op: count / num_edges for op, count in shares.items()}
 
 
 def mean_op_weight(weights_TEO: np.ndarray, cell: CellSpace | None, op: str) -> np.ndarray | None:

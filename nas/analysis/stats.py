@@ -203,7 +203,7 @@ def plot_nb201_distribution(
             acc,
             color=colors[k % len(colors)],
             linewidth=1.6,
-            label=f"{label}: {acc:.2f} (top {100 - pct:.1f}%)",
+            label=f"{label}: {acc:.2f} (percentile {pct:.1f})",
         )
     ax.set_yscale("log")
     ax.set_xlabel(f"NB201 {dataset} {split} accuracy (%), 200-epoch mean")
