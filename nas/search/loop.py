@@ -452,6 +452,8 @@ class SearchRun:
             while self.epoch < self.epochs:
                 self._run_epoch()
             genotype = self._select()
+            if bool(self.cfg.get("figures", True)):
+                self._write_figures()
         finally:
             signal.signal(signal.SIGTERM, previous)
             self.logger.close()
@@ -645,6 +647,15 @@ class SearchRun:
         if bench:
             line += "  " + "  ".join(f"{k} {v:.2f}" for k, v in bench.items() if k.endswith("test"))
         print(line, flush=True)
+
+    def _write_figures(self) -> None:
+        """Cell diagrams and weight plots into ``figures/`` and TensorBoard (never fatal)."""
+        try:
+            from nas.analysis import write_run_figures
+
+            write_run_figures(self.run_dir, self.logger.tb)
+        except Exception as e:  # a plot must never cost a finished search
+            print(f"nas-search: warning: figures skipped ({e})", file=sys.stderr)
 
     def selector_preview(self) -> AnyGenotype:
         """The argmax genotype of the current weights, logged every epoch whatever the selector."""

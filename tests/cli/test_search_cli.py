@@ -51,6 +51,14 @@ def test_search_writes_the_run_folder(uninterrupted):
     assert (run_dir / "config.yaml").is_file()
     assert (run_dir / "checkpoints" / "last.pt").is_file()
     assert any((run_dir / "tensorboard").iterdir())
+    # the end of the search draws the cell and the weights (nas.analysis)
+    for name in (
+        "cell.png",
+        "weights_final.png",
+        "weights_trajectory_cell.png",
+        "nb201_accuracy.png",
+    ):
+        assert (run_dir / "figures" / name).stat().st_size > 5000
     record = json.loads((run_dir / "genotype.json").read_text())
     assert record["space"] == "nb201" and record["text"] == record["arch"]
     from search_spaces.nb201 import arch_to_index
