@@ -1,7 +1,7 @@
 """CPU-scale study: DARTS vs DrNAS, each with argmax and with perturbation selection (DARTS-PT),
 on the NAS-Bench-201 space, a few seeds, on the embedded CIFAR-10 subset.
 
-A sanity study that runs on 2 shared CPU cores in about 20 minutes, not a reproduction: the
+A sanity study that runs on 2 shared CPU cores in about 15 minutes, not a reproduction: the
 supernet is reduced (C=8, N=1 cell per stage instead of C=16, N=5), it trains for 3 epochs on
 the first 1,600 images of ``cifar10-mini`` (800 for the weights, 800 for the architecture)
 instead of 50-100 epochs on 50,000, and PT fine-tunes for one epoch between projections (6
@@ -118,6 +118,7 @@ def table(methods: list[str], seeds: list[int], out: Path) -> str:
                 continue
             record = json.loads(record_path.read_text())
             genotype = str(record.get("arch") or genotype_from_json(record["genotype"]))
+            escaped = genotype.replace("|", "\\|")  # a pipe in a Markdown table cell
             values = {
                 d: bench.query(genotype, dataset=d, split="test", hp="200") for d, _ in DATASETS
             }
@@ -127,7 +128,7 @@ def table(methods: list[str], seeds: list[int], out: Path) -> str:
             seconds = float(seconds_file.read_text()) if seconds_file.is_file() else float("nan")
             times.append(seconds)
             rows.append(
-                f"| {method} | {seed} | {bench.index(genotype)} | `{genotype}` | "
+                f"| {method} | {seed} | {bench.index(genotype)} | `{escaped}` | "
                 + " | ".join(f"{values[d]:.2f}" for d, _ in DATASETS)
                 + f" | {seconds:.0f} |"
             )
