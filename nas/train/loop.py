@@ -355,6 +355,15 @@ class TrainRun:
         )
         if bool(cfg.compile):
             self.model = torch.compile(self.model)  # type: ignore[assignment]
+            if self.main and self.spec.drop_path and float(cfg.model.drop_path) > 0:
+                # Dynamo specialises on the network's float attribute drop_path_prob.
+                print(
+                    "nas-train: note: compile=true with drop-path: the drop-path probability "
+                    "changes every epoch and each change recompiles the network (minutes on a "
+                    "CPU); the ImageNet recipes have no drop-path",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         opt = cfg.optimizer
         self.optimizer = torch.optim.SGD(
@@ -710,6 +719,12 @@ class TrainRun:
             f"{self.batch_size}; {self.epochs} epochs on {self.device}",
             flush=True,
         )
+        if self.spec.family == "TinyNetwork":
+            print(
+                "TinyNetwork has no auxiliary head and no drop-path: model.auxiliary and "
+                "model.drop_path do not apply",
+                flush=True,
+            )
         if self.logger is not None and self.global_step == 0:
             self.logger.log(
                 "model",
@@ -779,7 +794,8 @@ def _batch_sums(loss: Tensor, logits: Tensor, y: Tensor) -> Tensor:
             loss.double() * n,
             hits[:, 0].sum().double(),
             hits.any(dim=1).sum().double(),
-            torch.tensor(float(n), dtype=torch.float64, device=y.device),
+            # a fill on the device: a host tensor here would be a copy, i.e. a GPU sync, per step
+            torch.full((), float(n), dtype=torch.float64, device=y.device),
         ]
     )
 
