@@ -1,0 +1,183 @@
+"""Benchmark: images/s and peak memory of a retraining step, ours against the reference's way.
+
+The setting of the DARTS CIFAR-10 recipe: DARTS_V2 in ``NetworkCIFAR`` at C=36, 20 cells, batch
+96, auxiliary head (weight 0.4), drop-path 0.2 (the probability at the end of the ramp), SGD
+momentum 0.9 with weight decay, gradient clipping 5. The protocol of
+``shared/docs/PERFORMANCE.md``: random CIFAR-sized input (3x32x32, 10 classes),
+``torch.set_num_threads(2)``, warm-up steps then the median of timed steps, peak RSS of the
+whole process, one fresh process per configuration.
+
+* ``reference``: what quark0/darts ``train.py`` does per step, on modern PyTorch: the same
+  network in fp32 NCHW, ``optimizer.zero_grad()``, SGD and ``clip_grad_norm_`` without
+  ``foreach`` (one kernel per parameter tensor, as in the PyTorch of 2019), and drop-path with
+  our out-of-place semantics (the reference's in-place ``mul_`` breaks autograd today);
+* ``ours``: ``TrainRun._train_step`` of ``nas.train.loop``, the code ``nas-train`` runs: NHWC
+  (``channels_last``) activations and weights, ``foreach`` SGD and clipping, running metric
+  sums kept on the device (no ``.item()`` per step);
+* ``ours-bf16``: the same with ``amp=bf16`` (bfloat16 autocast; on CPUs with AMX or
+  AVX512-BF16 the convolutions run in bf16);
+* ``ours-compile`` (only with ``--compile``): the same with ``compile=true`` (a cold compile on
+  2 cores takes many minutes).
+
+    python experiments/benchmarks/train_step.py                  # reference, ours, ours-bf16
+    python experiments/benchmarks/train_step.py --only ours --steps 5 --warmup 2
+    python experiments/benchmarks/train_step.py --rounds 3 --steps 5   # on a shared machine
+
+Wall-clock medians are the protocol's measure; the CPU seconds per step (process time) are
+printed beside them because on a shared machine another process's load stretches wall time
+(with 2 threads, an OpenMP thread waiting for a busy core stalls the whole step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+C, LAYERS, BATCH, DROP_PATH, AUX_WEIGHT = 36, 20, 96, 0.2, 0.4
+CONFIGS = ("reference", "ours", "ours-bf16", "ours-compile")
+
+
+def _batch(channels_last: bool):
+    import torch
+
+    x = torch.randn(BATCH, 3, 32, 32)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, torch.randint(0, 10, (BATCH,))
+
+
+def reference_step_fn():
+    """The reference's step: fp32 NCHW, per-tensor SGD and clipping."""
+    import torch
+    from torch import nn
+
+    from search_spaces.darts import NetworkCIFAR
+
+    model = NetworkCIFAR(C, 10, LAYERS, True, "DARTS_V2")
+    model.drop_path_prob = DROP_PATH
+    model.train()
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(
+        model.parameters(), 0.025, momentum=0.9, weight_decay=3e-4, foreach=False
+    )
+
+    def step() -> None:
+        x, y = _batch(channels_last=False)
+        optimizer.zero_grad()
+        logits, logits_aux = model(x)
+        loss = criterion(logits, y)
+        loss = loss + AUX_WEIGHT * criterion(logits_aux, y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0, foreach=False)
+        optimizer.step()
+
+    return step
+
+
+def ours_step_fn(config: str):
+    """``nas-train``'s own step, built by ``TrainRun`` from the DARTS CIFAR-10 recipe's values."""
+    from nas.cli.train import compose_config
+    from nas.train.loop import TrainRun
+
+    overrides = [
+        f"model.darts.C={C}",
+        f"model.darts.layers={LAYERS}",
+        f"batch_size={BATCH}",
+        f"model.drop_path={DROP_PATH}",
+        "device=cpu",
+        "data.max_items=2",
+        "eval.max_items=2",
+        "channels_last=true",
+        f"amp={'bf16' if config == 'ours-bf16' else 'null'}",
+        f"compile={'true' if config == 'ours-compile' else 'false'}",
+    ]
+    run = TrainRun(compose_config(overrides), tempfile.mkdtemp(prefix="train_step-"))
+    run.net.drop_path_prob = DROP_PATH  # type: ignore[assignment]
+    run.model.train()
+
+    def step() -> None:
+        x, y = _batch(channels_last=True)
+        run._train_step(x, y)
+
+    return step
+
+
+def run_one(config: str, steps: int, warmup: int, threads: int) -> dict[str, object]:
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    step = reference_step_fn() if config == "reference" else ours_step_fn(config)
+    times, cpu_times = [], []
+    for i in range(warmup + steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        step()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
+    return {
+        "config": config,
+        "times": times,
+        "cpu_times": cpu_times,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=CONFIGS, action="append")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (protocol: 2)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat the configs in turn (a shared machine)"
+    )
+    parser.add_argument("--compile", action="store_true", help="also time ours-compile")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_one(args.child, args.steps, args.warmup, args.threads)))
+        return
+    configs = args.only or [c for c in CONFIGS if c != "ours-compile" or args.compile]
+    print(
+        f"DARTS_V2 NetworkCIFAR C={C}, {LAYERS} cells, batch {BATCH}, auxiliary, drop-path "
+        f"{DROP_PATH}; median of {args.rounds} x {args.steps} steps (each process after "
+        f"{args.warmup} warm-ups), {args.threads} thread(s)"
+    )
+    results: dict[str, dict[str, list[float]]] = {
+        c: {"times": [], "cpu": [], "rss": []} for c in configs
+    }
+    for _ in range(args.rounds):  # configs in turn: a slow spell of the machine hits all of them
+        for config in configs:
+            cmd = [sys.executable, __file__, "--child", config, "--steps", str(args.steps)]
+            cmd += ["--warmup", str(args.warmup), "--threads", str(args.threads)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            results[config]["times"] += r["times"]
+            results[config]["cpu"] += r["cpu_times"]
+            results[config]["rss"].append(r["peak_rss_mib"])
+    print("| config | step s (min-max) | CPU s per step | images/s | vs reference | peak RSS MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    reference_ips = None
+    for config in configs:
+        times = results[config]["times"]
+        ips = BATCH / statistics.median(times)
+        if config == "reference":
+            reference_ips = ips
+        ratio = f"{ips / reference_ips:.2f}x" if reference_ips else "-"
+        print(
+            f"| {config} | {statistics.median(times):.2f} ({min(times):.2f}-{max(times):.2f}) | "
+            f"{statistics.median(results[config]['cpu']):.2f} | {ips:.2f} | {ratio} | "
+            f"{max(results[config]['rss']):.0f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
