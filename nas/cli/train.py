@@ -79,7 +79,9 @@ def prepare_argv(argv: list[str]) -> list[str]:
             arg = f"{key}={quote}{value}{quote}"
         out.append(arg)
     if not any(a.startswith("hydra.searchpath=") for a in out):
-        out.append(f"hydra.searchpath=[file://{CONFIG_DIR}]")
+        # next to the user's overrides: Hydra's argparse takes them as one run of positionals
+        at = next((i for i, a in enumerate(out) if "=" in a and not a.startswith("-")), len(out))
+        out.insert(at, f"hydra.searchpath=[file://{CONFIG_DIR}]")
     return out
 
 
