@@ -97,7 +97,7 @@ def compose_config(overrides: list[str] | None = None) -> DictConfig:
 
 @hydra.main(config_path=str(TRAIN_CONFIG_DIR), config_name="nas_train", version_base="1.3")
 def _train(cfg: DictConfig) -> None:
-    from nas.train import distributed
+    from nas import distributed
     from nas.train.loop import Preempted, TrainError, run_eval, run_train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)

@@ -8,8 +8,16 @@ Selection never lives here, so any strategy pairs with any selector.
 
 Speed: the weight step computes the mixing weights without autograd (so the supernet does not
 keep every op output alive for an architecture gradient nobody asks for), and the first-order
-architecture step backpropagates only into the architecture parameters (``inputs=``), which
-skips every weight-gradient kernel of the convolutions.
+architecture step differentiates with respect to the mixing weights only, which skips every
+weight-gradient kernel of the convolutions.
+
+Data parallelism: a step takes ``Shards``, this process's micro-batches of a global batch.
+Each micro-batch's mean loss is weighted by its share of the global batch, the gradients are
+summed over micro-batches and then over the ranks (``nas.distributed.sum_over_ranks``), so a
+step is the step on the global batch's mean loss whatever the number of ranks and
+micro-batches; only batch-norm statistics see the smaller groups. Random draws of a step
+(DrNAS's Dirichlet samples) come from ``draw_seed()``, a pure function of the seed the loop
+passes to ``begin_step`` (same on every rank), never from the global generator.
 
 Legend: ``*_EO`` tensors are [edges, ops] of one cell type.
 """
@@ -17,13 +25,16 @@ Legend: ``*_EO`` tensors are [edges, ops] of one cell type.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from nas import distributed as D
 from nas.registry import Registry
 from nas.supernet import ArchWeights, Supernet
 
@@ -44,6 +55,42 @@ class SearchContext:
 
 def accuracy(logits: Tensor, target: Tensor) -> Tensor:
     return (logits.argmax(1) == target).float().mean()
+
+
+@dataclass(frozen=True)
+class Shards:
+    """This process's part of one global batch, as micro-batches.
+
+    ``global_size`` counts the images of the whole global batch (every rank, every micro-batch).
+    ``weighted()`` pairs each micro-batch with its share ``n_j / global_size``: weighting each
+    micro-batch's mean loss by it makes the sum over micro-batches and ranks the global mean.
+    """
+
+    parts: tuple[Batch, ...]
+    global_size: int
+
+    @staticmethod
+    def of(batch: Batch | Shards) -> Shards:
+        """``batch`` itself, or a plain ``(x, y)`` batch as the whole of a one-process batch."""
+        if isinstance(batch, Shards):
+            return batch
+        return Shards((batch,), int(batch[1].shape[0]))
+
+    def weighted(self) -> Iterator[tuple[Batch, float]]:
+        for x, y in self.parts:
+            yield (x, y), int(y.shape[0]) / self.global_size
+
+    @property
+    def local_size(self) -> int:
+        return sum(int(y.shape[0]) for _, y in self.parts)
+
+
+def _accumulate(total: list[Tensor | None], grads: Sequence[Tensor | None]) -> list[Tensor | None]:
+    return [g if t is None else (t if g is None else t + g) for t, g in zip(total, grads)]
+
+
+def _zeros_for_none(grads: Sequence[Tensor | None], like: Sequence[Tensor]) -> list[Tensor]:
+    return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, like)]
 
 
 class SearchStrategy(nn.Module, abc.ABC):
@@ -80,6 +127,8 @@ class SearchStrategy(nn.Module, abc.ABC):
         self.arch_params = nn.ParameterDict()
         self._ctx: SearchContext | None = None
         self.arch_optimizer: torch.optim.Optimizer | None = None
+        self._step_seed = 0
+        self._draws = 0
 
     # ----------------------------------------------------------------------------- set-up
 
@@ -118,6 +167,24 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     def arch_parameters(self) -> list[nn.Parameter]:
         return list(self.arch_params.values())
+
+    def weight_parameters(self) -> list[nn.Parameter]:
+        return [p for g in self.ctx.weight_optimizer.param_groups for p in g["params"]]
+
+    # ------------------------------------------------------------------- random draws
+
+    def begin_step(self, seed: int) -> None:
+        """Seed the random draws of the next step (the loop derives it from the run seed and
+        the global step, so it is the same on every rank and after every resume)."""
+        self._step_seed = int(seed)
+        self._draws = 0
+
+    def draw_seed(self) -> int:
+        """The seed of the step's next random draw: the k-th draw of a step gets
+        ``SeedSequence([step seed, k])``, whatever the rank or the number of micro-batches."""
+        seed = np.random.SeedSequence([self._step_seed, self._draws]).generate_state(1, np.uint64)
+        self._draws += 1
+        return int(seed[0] >> np.uint64(1))
 
     # --------------------------------------------------------------------------- weights
 
@@ -200,40 +267,119 @@ class SearchStrategy(nn.Module, abc.ABC):
         return F.cross_entropy(logits.float(), y), logits
 
     def step(
-        self, train_batch: Batch, val_batch: Batch, *, update_arch: bool = True
+        self, train_batch: Batch | Shards, val_batch: Batch | Shards, *, update_arch: bool = True
     ) -> dict[str, Tensor]:
-        """One bi-level update: architecture step (unless frozen), then weight step."""
+        """One bi-level update: architecture step (unless frozen), then weight step.
+
+        Returns this process's share of the global batch's mean metrics (the means themselves
+        in a single process); the loop sums them over the ranks."""
         metrics: dict[str, Tensor] = {}
         if update_arch and not self.fix_alpha:
             metrics.update(self.arch_step(train_batch, val_batch))
         metrics.update(self.weight_step(train_batch))
         return metrics
 
-    def weight_step(self, train_batch: Batch) -> dict[str, Tensor]:
+    def weight_step(self, train_batch: Batch | Shards) -> dict[str, Tensor]:
+        shards = Shards.of(train_batch)
         opt = self.ctx.weight_optimizer
         with torch.no_grad():
             weights = self.arch_weights(sample=True)
-        loss, logits = self.loss(train_batch, weights)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        loss_sum: Tensor | float = 0.0
+        acc_sum: Tensor | float = 0.0
+        for batch, share in shards.weighted():
+            loss, logits = self.loss(batch, weights)
+            (loss if share == 1.0 else loss * share).backward()
+            loss_sum = loss.detach() * share + loss_sum
+            acc_sum = accuracy(logits.detach(), batch[1]) * share + acc_sum
+            del loss, logits  # free this micro-batch's graph before the next forward
+        params = self.weight_parameters()
+        D.all_reduce_grads(params)
+        params = [p for p in params if p.grad is not None]
         nn.utils.clip_grad_norm_(params, self.ctx.grad_clip, foreach=True)
         opt.step()
-        return {"train_loss": loss.detach(), "train_acc": accuracy(logits.detach(), train_batch[1])}
+        return {"train_loss": torch.as_tensor(loss_sum), "train_acc": torch.as_tensor(acc_sum)}
 
-    def arch_step(self, train_batch: Batch, val_batch: Batch) -> dict[str, Tensor]:
-        """First-order step: backpropagate the validation loss into the architecture only."""
-        assert self.arch_optimizer is not None
-        weights = self.arch_weights(sample=True)
-        loss, logits = self.loss(val_batch, weights)
-        total = loss
+    def shard_grads(
+        self,
+        shards: Shards,
+        weights: ArchWeights,
+        params: Sequence[Tensor],
+        *,
+        tag: str,
+        wrt_weights: bool = True,
+    ) -> tuple[list[Tensor | None], list[Tensor | None], dict[str, Tensor]]:
+        """Gradients of this process's share of the global batch's mean loss with respect to
+        the mixing weights (per cell type, if ``wrt_weights``) and to ``params``, summed over
+        the micro-batches, plus the share of the mean loss and accuracy (``{tag}_loss``,
+        ``{tag}_acc``). The supernet runs on detached copies of ``weights``, so nothing flows
+        into the architecture parameters here: ``through_weights`` takes the mixing-weight
+        gradient there in one backward for all micro-batches."""
+        leaves = {ct: w.detach().requires_grad_(wrt_weights) for ct, w in weights.items()}
+        inputs: list[Tensor] = (list(leaves.values()) if wrt_weights else []) + list(params)
+        total: list[Tensor | None] = [None] * len(inputs)
+        loss_sum: Tensor | float = 0.0
+        acc_sum: Tensor | float = 0.0
+        for batch, share in shards.weighted():
+            loss, logits = self.loss(batch, leaves)
+            grads = torch.autograd.grad(
+                loss if share == 1.0 else loss * share, inputs, allow_unused=True
+            )
+            total = _accumulate(total, grads)
+            loss_sum = loss.detach() * share + loss_sum
+            acc_sum = accuracy(logits.detach(), batch[1]) * share + acc_sum
+            del loss, logits, grads
+        n = len(leaves) if wrt_weights else 0
+        metrics = {f"{tag}_loss": torch.as_tensor(loss_sum), f"{tag}_acc": torch.as_tensor(acc_sum)}
+        return total[:n], total[n:], metrics
+
+    def through_weights(
+        self, weights: ArchWeights, weight_grads: Sequence[Tensor | None]
+    ) -> list[Tensor | None]:
+        """Chain rule from the mixing weights to the architecture parameters."""
+        alphas = self.arch_parameters()
+        pairs = [
+            (w, g)
+            for w, g in zip(weights.values(), weight_grads)
+            if g is not None and w.requires_grad
+        ]
+        if not pairs:
+            return [None] * len(alphas)
+        outputs, grad_outputs = zip(*pairs)
+        grads = torch.autograd.grad(
+            list(outputs), alphas, grad_outputs=list(grad_outputs), allow_unused=True
+        )
+        return list(grads)
+
+    def regularizer_grads(self) -> list[Tensor | None]:
+        """The gradient of ``arch_regularizer`` (the same on every rank: it depends on the
+        architecture parameters only, so it is added once, after the sum over ranks)."""
+        alphas = self.arch_parameters()
         reg = self.arch_regularizer()
-        if reg is not None:
-            total = loss + reg
+        if reg is None:
+            return [None] * len(alphas)
+        return list(torch.autograd.grad(reg, alphas, allow_unused=True))
+
+    def apply_arch_grads(self, grads: Sequence[Tensor | None]) -> None:
+        """Sum ``grads`` (this process's share) over the ranks, add the regulariser's
+        gradient, and take the Adam step."""
+        assert self.arch_optimizer is not None
+        alphas = self.arch_parameters()
+        summed = D.sum_over_ranks(grads, alphas)
+        total = _accumulate(summed, self.regularizer_grads())
         self.arch_optimizer.zero_grad(set_to_none=True)
-        total.backward(inputs=self.arch_parameters())
+        for p, g in zip(alphas, _zeros_for_none(total, alphas)):
+            p.grad = g
         self.arch_optimizer.step()
-        return {"val_loss": loss.detach(), "val_acc": accuracy(logits.detach(), val_batch[1])}
+
+    def arch_step(
+        self, train_batch: Batch | Shards, val_batch: Batch | Shards
+    ) -> dict[str, Tensor]:
+        """First-order step: the validation loss differentiated in the architecture only."""
+        weights = self.arch_weights(sample=True)
+        weight_grads, _, metrics = self.shard_grads(Shards.of(val_batch), weights, [], tag="val")
+        self.apply_arch_grads(self.through_weights(weights, weight_grads))
+        return metrics
 
     def log_state(self) -> dict[str, Any]:
         """Strategy state worth logging every epoch (stage, K, how evaluation weights are made)."""

@@ -13,7 +13,9 @@ loss at the current weights) or second order (eqs. 6-8):
 exactly as the reference ``architect.py`` (momentum buffer and weight decay included, no
 clipping, eta = the current weight learning rate). Unlike the reference, the unrolled weights
 are written into the supernet in place and restored afterwards instead of building a second
-network, which saves a model's worth of memory.
+network, which saves a model's worth of memory. Every gradient is taken with respect to the
+mixing weights (and the supernet weights where needed) and carried to alpha in one small
+backward, so micro-batches and ranks add up exactly (``SearchStrategy.shard_grads``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nas.search.base import STRATEGIES, Batch, SearchStrategy, accuracy
+from nas import distributed as D
+from nas.search.base import STRATEGIES, Batch, SearchStrategy, Shards, _zeros_for_none
 from nas.supernet import ArchWeights
 
 
@@ -61,72 +64,71 @@ class DARTS(SearchStrategy):
             for ct, alpha in self.arch_params.items()
         }
 
-    def arch_step(self, train_batch: Batch, val_batch: Batch) -> dict[str, Tensor]:
+    def arch_step(
+        self, train_batch: Batch | Shards, val_batch: Batch | Shards
+    ) -> dict[str, Tensor]:
         if self.order == 1:
             return super().arch_step(train_batch, val_batch)
-        assert self.arch_optimizer is not None
         grads, metrics = self.second_order_grads(train_batch, val_batch)
-        self.arch_optimizer.zero_grad(set_to_none=True)
-        for p, g in zip(self.arch_parameters(), grads):
-            p.grad = g
-        self.arch_optimizer.step()
+        self.apply_arch_grads(grads)
         return metrics
 
-    def _weight_params(self) -> list[torch.nn.Parameter]:
-        return [p for g in self.ctx.weight_optimizer.param_groups for p in g["params"]]
-
-    def _grads(self, loss: Tensor, inputs: list[torch.nn.Parameter]) -> list[Tensor]:
-        grads = torch.autograd.grad(loss, inputs, allow_unused=True)
-        return [torch.zeros_like(p) if g is None else g for p, g in zip(inputs, grads)]
-
     def second_order_grads(
-        self, train_batch: Batch, val_batch: Batch
-    ) -> tuple[list[Tensor], dict[str, Tensor]]:
-        """The unrolled architecture gradient (reference ``_backward_step_unrolled``)."""
+        self, train_batch: Batch | Shards, val_batch: Batch | Shards
+    ) -> tuple[list[Tensor | None], dict[str, Tensor]]:
+        """This process's share of the unrolled architecture gradient (reference
+        ``_backward_step_unrolled``), without the regulariser, which ``apply_arch_grads`` adds
+        once after the sum over ranks.
+
+        Under data parallelism the two weight-shaped gradients are summed over the ranks where
+        every rank needs the global value: ``g_train`` (so that every rank unrolls to the same
+        w') and ``v`` (so that every rank perturbs to the same w+- with the same R); the
+        validation and Hessian-vector terms are linear in the per-rank losses and are summed
+        with the result."""
+        train, val = Shards.of(train_batch), Shards.of(val_batch)
         opt = self.ctx.weight_optimizer
         group = opt.param_groups[0]
         eta, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
-        params = self._weight_params()
-        alphas = self.arch_parameters()
+        params = self.weight_parameters()
 
         # w' = w - eta * (mu * m + g + wd * w): one SGD-momentum step, without clipping
         with torch.no_grad():
             weights = self.arch_weights(sample=True)
-        loss_train, _ = self.loss(train_batch, weights)
-        g_train = self._grads(loss_train, params)
+        _, g_local, _ = self.shard_grads(train, weights, params, tag="train", wrt_weights=False)
+        g_train = _zeros_for_none(D.sum_over_ranks(g_local, params), params)
+        del g_local
         with torch.no_grad():
             backup = [p.detach().clone() for p in params]
-            moment = [
-                opt.state[p]["momentum_buffer"] * mu
-                if opt.state.get(p, {}).get("momentum_buffer") is not None
-                else torch.zeros_like(p)
-                for p in params
-            ]
-            for p, m, g in zip(params, moment, g_train):
-                p.sub_(eta * (m + g + wd * p))
+            for p, g in zip(params, g_train):
+                buf = opt.state.get(p, {}).get("momentum_buffer")
+                step = g + wd * p if buf is None else buf * mu + g + wd * p
+                p.sub_(eta * step)
+        del g_train
 
         try:
             # dalpha = grad_alpha L_val(w', alpha), v = grad_w' L_val(w', alpha)
-            loss_val, logits = self.loss(val_batch, self.arch_weights(sample=True))
-            reg = self.arch_regularizer()  # DrNAS's KL term depends on alpha only
-            grads = self._grads(loss_val if reg is None else loss_val + reg, alphas + params)
-            dalpha, v = grads[: len(alphas)], grads[len(alphas) :]
-            hvp = self._hessian_vector_product(v, backup, train_batch)
+            weights = self.arch_weights(sample=True)
+            weight_grads, v, metrics = self.shard_grads(val, weights, params, tag="val")
+            dalpha = self.through_weights(weights, weight_grads)
+            v_global = _zeros_for_none(D.sum_over_ranks(v, params), params)
+            hvp = self._hessian_vector_product(v_global, backup, train)
         finally:
             with torch.no_grad():
                 for p, b in zip(params, backup):
                     p.copy_(b)
-        final = [da - eta * h for da, h in zip(dalpha, hvp)]
-        return final, {
-            "val_loss": loss_val.detach(),
-            "val_acc": accuracy(logits.detach(), val_batch[1]),
-        }
+        alphas = self.arch_parameters()
+        final = [
+            da - eta * h
+            for da, h in zip(_zeros_for_none(dalpha, alphas), _zeros_for_none(hvp, alphas))
+        ]
+        return list(final), metrics
 
     def _hessian_vector_product(
-        self, v: list[Tensor], w: list[Tensor], train_batch: Batch
-    ) -> list[Tensor]:
-        """(grad_alpha L_train(w + R v) - grad_alpha L_train(w - R v)) / 2R, R = r / ||v||."""
-        params = self._weight_params()
+        self, v: list[Tensor], w: list[Tensor], train: Shards
+    ) -> list[Tensor | None]:
+        """(grad_alpha L_train(w + R v) - grad_alpha L_train(w - R v)) / 2R, R = r / ||v||,
+        for this process's share of the training batch."""
+        params = self.weight_parameters()
         alphas = self.arch_parameters()
         R = self.unrolled_r / torch.cat([x.flatten() for x in v]).norm()
         out = []
@@ -134,6 +136,7 @@ class DARTS(SearchStrategy):
             with torch.no_grad():
                 for p, w0, vi in zip(params, w, v):
                     p.copy_(w0 + sign * R * vi)
-            loss, _ = self.loss(train_batch, self.arch_weights(sample=True))
-            out.append(self._grads(loss, alphas))
+            weights = self.arch_weights(sample=True)
+            weight_grads, _, _ = self.shard_grads(train, weights, [], tag="train")
+            out.append(_zeros_for_none(self.through_weights(weights, weight_grads), alphas))
         return [(gp - gn) / (2 * R) for gp, gn in zip(out[0], out[1])]

@@ -5,7 +5,9 @@ Dirichlet Neural Architecture Search", ICLR 2021:
 
 * each edge's mixing weights are a sample ``w ~ Dir(elu(beta) + 1)`` (eq. 2), drawn with the
   pathwise (reparameterised) gradient, one sample per forward and cell type; masked (pruned)
-  ops are zeroed and the sample renormalised;
+  ops are zeroed and the sample renormalised. The sample comes from a generator seeded by
+  ``draw_seed()`` (run seed, global step, draw), so every rank of a data-parallel search draws
+  the same one and a resumed search draws what the uninterrupted one did;
 * the regulariser is either L2 on beta (Adam weight decay, the default) or
   ``reg_scale * sum_edges KL(Dir(elu(beta) + 1) || Dir(1))`` (eq. 5) added to the architecture
   loss, in which case Adam applies no weight decay;
@@ -28,6 +30,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from nas.search.base import STRATEGIES
@@ -59,6 +62,32 @@ def dirichlet_kl_to_uniform(concentration: Tensor) -> Tensor:
         - torch.lgamma(torch.tensor(float(k), dtype=a.dtype, device=a.device))
         + ((a - 1) * (torch.digamma(a) - torch.digamma(a0).unsqueeze(-1))).sum(-1)
     )
+
+
+class _DirichletSample(torch.autograd.Function):
+    """``Dirichlet(concentration).rsample()`` from a given generator: the same sample on every
+    rank for the same seed. The backward is PyTorch's implicit reparameterisation gradient
+    (``torch.distributions.dirichlet._Dirichlet``), which has no generator argument."""
+
+    @staticmethod
+    def forward(ctx: Any, concentration: Tensor, generator: torch.Generator) -> Tensor:
+        x = torch._sample_dirichlet(concentration, generator=generator)
+        ctx.save_for_backward(x, concentration)
+        return x
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor, None]:
+        x, concentration = ctx.saved_tensors
+        total = concentration.sum(-1, True).expand_as(concentration)
+        grad = torch._dirichlet_grad(x, concentration, total)
+        return grad * (grad_output - (x * grad_output).sum(-1, True)), None
+
+
+def dirichlet_rsample(concentration: Tensor, generator: torch.Generator) -> Tensor:
+    """One reparameterised sample of ``Dir(concentration)`` per row, drawn from ``generator``."""
+    sample: Tensor = _DirichletSample.apply(concentration, generator)
+    return sample
 
 
 def _parse_stages(stages: Any) -> list[Stage]:
@@ -153,6 +182,7 @@ class DrNAS(DARTS):
         self.derive_weights_kind = derive_weights
         self.widen_seed = int(widen_seed)
         self.stage = 0
+        self._generators: dict[torch.device, torch.Generator] = {}
 
     # ----------------------------------------------------------------------- schedule
 
@@ -240,11 +270,17 @@ class DrNAS(DARTS):
         for ct in self.arch_params:
             conc = self.concentration(ct)
             if sample or self.eval_weights == "sample":
-                w = torch.distributions.Dirichlet(conc).rsample()
+                w = dirichlet_rsample(conc, self._generator(conc.device, self.draw_seed()))
             else:
                 w = conc / conc.sum(-1, keepdim=True)
             out[ct] = self.apply_mask(ct, w)
         return out
+
+    def _generator(self, device: torch.device, seed: int) -> torch.Generator:
+        gen = self._generators.get(device)
+        if gen is None:
+            gen = self._generators[device] = torch.Generator(device)
+        return gen.manual_seed(seed)
 
     def derivation_weights(self) -> ArchWeights:
         if self.derive_weights_kind == "mean":

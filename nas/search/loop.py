@@ -7,13 +7,23 @@ architecture step on an architecture batch and a weight step on a weight batch (
 momentum, weight decay, gradient clipping, a cosine learning rate per epoch); at the end the
 selector derives the genotype.
 
-Reproducibility: every epoch reseeds Python, NumPy and torch from (seed, epoch), and its data
-order and worker seeds come from the same pair, so an epoch is a pure function of the state at
-its start. A checkpoint is written atomically at the end of every epoch; SIGTERM (how clusters
-preempt jobs) writes one at the next step boundary, with the position in the epoch and the RNG
-states, and stops. Either way ``resume=true`` continues to exactly the architecture an
-uninterrupted run reaches (on CPU; with data-loader workers, a SIGTERM resume in the middle of
-an epoch sees the same batches but other augmentation draws).
+Reproducibility: every epoch reseeds Python, NumPy and torch from (seed, epoch); its data
+order comes from the same pair, each image's augmentation from a seed of its own position in
+that order, and each step's random draws (DrNAS's samples) from (seed, global step), so an
+epoch is a pure function of the state at its start. A checkpoint is written atomically at the
+end of every epoch; SIGTERM (how clusters preempt jobs) writes one at the next step boundary,
+with the position in the epoch and the RNG states, and stops. Either way ``resume=true``
+continues to exactly the architecture an uninterrupted run reaches.
+
+Data parallelism (``torchrun --nproc_per_node=N nas-search ...``): ``batch_size`` is the global
+batch of both splits; every rank takes a contiguous share of each global batch, and of that
+share ``micro_batches`` pieces, each one forward and backward (and one batch-norm group). The
+strategy weights each piece's gradient by its share of the global batch and sums over pieces
+and ranks, so every rank takes the same step and holds the same supernet and architecture
+(checked every ``sync_check_every`` steps). A search of global batch B with world size W and
+micro-batches M normalises batch norm over groups of B / (W * M) images: keep B and W * M and
+the search is the same, to float rounding, on any number of processes; checkpoints count
+global batches, so a run resumes at any world size. Only rank 0 writes files and prints.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 from tqdm import tqdm
 
+from nas import distributed as D
 from nas.checkpoint import (
     CheckpointError,
     atomic_save,
@@ -52,7 +63,7 @@ from nas.data import (
 )
 from nas.data.loaders import seed_worker
 from nas.metrics import MetricLogger
-from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, accuracy
+from nas.search.base import STRATEGIES, Batch, SearchContext, SearchStrategy, Shards
 from nas.selection.base import SELECTORS, Selector
 from nas.supernet import Supernet, build_supernet
 from search_spaces.genotype import AnyGenotype, NB201Genotype
@@ -83,14 +94,34 @@ def epoch_seed(seed: int, epoch: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, epoch, stream]).generate_state(2, np.uint64)[0] >> 1)
 
 
-class EpochSampler(Sampler[int]):
-    """A shuffled order fixed by (seed, epoch) that can start at any batch of the epoch."""
+class EpochSampler(Sampler[list[tuple[int, int]]]):
+    """This rank's share of every global batch of an epoch, as ``(index, augmentation seed)``.
 
-    def __init__(self, num_items: int, *, seed: int, batch_size: int, stream: int) -> None:
+    The order of an epoch is a permutation fixed by (seed, epoch, stream), the same on every
+    rank; global batch b is positions [b * B, (b + 1) * B) of it, split into ``world_size``
+    contiguous shares (sizes differ by at most one: ``torch.tensor_split``). Every position
+    carries its own augmentation seed, so an image looks the same whoever loads it. A final
+    global batch with fewer than ``min_batch`` images (one per micro-batch of every rank) is
+    left out. ``set_epoch(epoch, start_batch)`` starts anywhere in an epoch."""
+
+    def __init__(
+        self,
+        num_items: int,
+        *,
+        seed: int,
+        batch_size: int,
+        stream: int,
+        rank: int = 0,
+        world_size: int = 1,
+        min_batch: int = 1,
+    ) -> None:
         self.num_items = num_items
         self.seed = seed
         self.batch_size = batch_size
         self.stream = stream
+        self.rank = rank
+        self.world_size = world_size
+        self.min_batch = min_batch
         self.epoch = 0
         self.start_batch = 0
 
@@ -98,26 +129,66 @@ class EpochSampler(Sampler[int]):
         self.epoch = epoch
         self.start_batch = start_batch
 
-    def __iter__(self) -> Iterator[int]:
+    @property
+    def num_batches(self) -> int:
+        """Global batches in a whole epoch."""
+        full, rest = divmod(self.num_items, self.batch_size)
+        return full + (1 if rest >= self.min_batch else 0)
+
+    def global_size(self, batch: int) -> int:
+        return min(self.batch_size, self.num_items - batch * self.batch_size)
+
+    def global_sizes(self) -> list[int]:
+        """Images in each global batch that ``__iter__`` yields a share of."""
+        return [self.global_size(b) for b in range(self.start_batch, self.num_batches)]
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch, self.stream))
         order = torch.randperm(self.num_items, generator=g)
-        return iter(order[self.start_batch * self.batch_size :].tolist())
+        item_seeds = torch.randint(2**62, (self.num_items,), generator=g)
+        for b in range(self.start_batch, self.num_batches):
+            positions = torch.arange(b * self.batch_size, b * self.batch_size + self.global_size(b))
+            mine = torch.tensor_split(positions, self.world_size)[self.rank]
+            yield list(zip(order[mine].tolist(), item_seeds[mine].tolist()))
 
     def __len__(self) -> int:
-        return max(0, self.num_items - self.start_batch * self.batch_size)
+        return max(0, self.num_batches - self.start_batch)
 
 
-def _loader(dataset: Dataset[Any], cfg: DictConfig, stream: int) -> DataLoader[Any]:
+class SeededItems(Dataset[Any]):
+    """``dataset`` read with ``(index, seed)`` keys: torch's generator is seeded with ``seed``
+    while the item is loaded (torchvision's random transforms and our cutout draw from it), so
+    an image's augmentation depends on its position in the epoch only, not on the rank, the
+    data-loader worker or where a resumed run restarted."""
+
+    def __init__(self, dataset: Dataset[Any]) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, key: tuple[int, int]) -> Any:
+        index, seed = key
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.dataset[index]
+
+
+def _loader(
+    dataset: Dataset[Any], cfg: DictConfig, stream: int, env: D.DistEnv, min_batch: int
+) -> DataLoader[Any]:
     sampler = EpochSampler(
         len(dataset),  # type: ignore[arg-type]
         seed=int(cfg.seed),
         batch_size=int(cfg.batch_size),
         stream=stream,
+        rank=env.rank,
+        world_size=env.world_size,
+        min_batch=min_batch,
     )
     return DataLoader(
-        dataset,
-        batch_size=int(cfg.batch_size),
-        sampler=sampler,
+        SeededItems(dataset),
+        batch_sampler=sampler,
         num_workers=int(cfg.data.num_workers),
         pin_memory=bool(cfg.data.pin_memory) and torch.cuda.is_available(),
         worker_init_fn=seed_worker,
@@ -125,16 +196,23 @@ def _loader(dataset: Dataset[Any], cfg: DictConfig, stream: int) -> DataLoader[A
     )
 
 
+def _sampler(loader: DataLoader[Any]) -> EpochSampler:
+    sampler = loader.batch_sampler
+    assert isinstance(sampler, EpochSampler)
+    return sampler
+
+
 def _start_epoch(
     loader: DataLoader[Any], seed: int, epoch: int, start_batch: int, stream: int
-) -> Iterator[Any]:
-    sampler = loader.sampler
-    assert isinstance(sampler, EpochSampler)
+) -> Iterator[tuple[Any, int]]:
+    """This rank's shares of the epoch's global batches from ``start_batch`` on, each with the
+    size of its global batch."""
+    sampler = _sampler(loader)
     sampler.set_epoch(epoch, start_batch)
     assert loader.generator is not None
     # Worker seeds derive from this generator: fix them by (seed, epoch, position).
     loader.generator.manual_seed(epoch_seed(seed, epoch, 1000 + stream + 7919 * start_batch))
-    return iter(loader)
+    return zip(iter(loader), sampler.global_sizes())
 
 
 def lr_factor(
@@ -152,16 +230,6 @@ def lr_factor(
         return cosine / lr
 
     return factor
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise SearchError(f"device must be auto, cpu, cuda or cuda:N, got {name!r}")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SearchError(f"device={name} asked for, but CUDA is not available here")
-    return torch.device(name)
 
 
 def _autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
@@ -189,6 +257,9 @@ def validate_config(cfg: DictConfig) -> None:
     """Check the top-level values a search needs; one-line errors naming key and value."""
     for key in ("epochs", "batch_size", "space.C", "space.layers", "log_every"):
         _positive(cfg, key)
+    for key in ("micro_batches", "sync_check_every"):
+        if OmegaConf.select(cfg, key) is not None:
+            _positive(cfg, key)
     for key in ("optimizer.lr", "optimizer.grad_clip"):
         _positive(cfg, key, float)
     for key in ("optimizer.lr_min", "optimizer.weight_decay", "optimizer.momentum"):
@@ -203,19 +274,37 @@ class SearchRun:
     """One search in one run folder. ``run()`` returns the selected genotype."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
-        from_state = None
-        if cfg.get("from_run"):
-            cfg, from_state = _from_run(cfg)
-        validate_config(cfg)
-        self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.ckpt_path = self.run_dir / "checkpoints" / "last.pt"
-        self.device = resolve_device(str(cfg.device))
+        try:
+            self.env = D.env_from_torchrun()
+            self.device = D.select_device(str(cfg.device), self.env)
+        except ValueError as e:
+            raise SearchError(str(e)) from None
+        self.main = self.env.is_main
+        # The process group first: from here on every rank reaches the same decisions (rank 0
+        # reads the run folder and hands what it read, or its error, to the others).
+        D.init_distributed(self.env, self.device)
+        from_state = None
+        if cfg.get("from_run"):
+            cfg, from_state = D.main_then_broadcast(
+                lambda: _from_run(cfg), (SearchError,), SearchError
+            )
+        validate_config(cfg)
+        self.cfg = cfg
         self.channels_last = bool(cfg.channels_last)
         self.seed = int(cfg.seed)
         self.epochs = int(cfg.epochs)
+        self.micro_batches = int(cfg.get("micro_batches") or 1)
+        self.sync_check_every = int(cfg.get("sync_check_every") or 50)
+        pieces = self.env.world_size * self.micro_batches
+        if int(cfg.batch_size) < pieces:
+            raise SearchError(
+                f"batch_size={cfg.batch_size} is the global batch; {self.env.world_size} "
+                f"process(es) x micro_batches={self.micro_batches} need at least {pieces} images"
+            )
 
-        resume_state = self._resume_state()
+        resume_state = D.main_then_broadcast(self._resume_state, (SearchError,), SearchError)
         if resume_state is None and from_state is not None:
             resume_state = from_state  # select on a finished search's supernet, not search again
         seed_everything(self.seed)
@@ -235,8 +324,8 @@ class SearchRun:
             weight_set, arch_set = self._search_data(cfg.data)
         except (ValueError, FileNotFoundError) as e:
             raise SearchError(str(e)) from None
-        self.train_loader = _loader(weight_set, cfg, stream=0)
-        self.val_loader = _loader(arch_set, cfg, stream=1)
+        self.train_loader = _loader(weight_set, cfg, 0, self.env, pieces)
+        self.val_loader = _loader(arch_set, cfg, 1, self.env, pieces)
 
         # supernet, weight optimiser and schedule; the strategy attaches to them
         k = self.strategy.initial_partial_channels() or int(cfg.space.get("partial_channels", 1))
@@ -295,8 +384,12 @@ class SearchRun:
             if resume_state is from_state:  # a fresh selection: no projection of an earlier one
                 for ct in self.supernet.space.cell_types:
                     self.strategy.projection_decided(ct).zero_()
-        self.logger = MetricLogger(
-            self.run_dir, resume_step=self.global_step if resume_state is not None else None
+        self.logger = (
+            MetricLogger(
+                self.run_dir, resume_step=self.global_step if resume_state is not None else None
+            )
+            if self.main
+            else None
         )
         self._stop_requested = False
 
@@ -390,25 +483,31 @@ class SearchRun:
         return state
 
     def _checkpoint(self) -> None:
-        atomic_save(
-            {
-                "kind": "search",
-                "version": 1,
-                "config": OmegaConf.to_container(self.cfg, resolve=True),
-                "epoch": self.epoch,
-                "step_in_epoch": self.step_in_epoch,
-                "global_step": self.global_step,
-                "epoch_sums": dict(self._epoch_sums),
-                "supernet": self.supernet.state_dict(),
-                "strategy": self.strategy.checkpoint_state(),
-                "weight_optimizer": self.weight_optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "phase": self.phase,
-                "selector": self.selector.state_dict(),
-                "rng": rng_state(),
-            },
-            self.ckpt_path,
-        )
+        """Every rank calls this (the RNG states of all ranks travel to rank 0); rank 0 writes."""
+        rngs = D.all_gather_object(rng_state()) if self.env.distributed else None
+        if self.main:
+            atomic_save(
+                {
+                    "kind": "search",
+                    "version": 1,
+                    "config": OmegaConf.to_container(self.cfg, resolve=True),
+                    "epoch": self.epoch,
+                    "step_in_epoch": self.step_in_epoch,
+                    "global_step": self.global_step,
+                    "epoch_sums": dict(self._epoch_sums),
+                    "supernet": self.supernet.state_dict(),
+                    "strategy": self.strategy.checkpoint_state(),
+                    "weight_optimizer": self.weight_optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(),
+                    "phase": self.phase,
+                    "selector": self.selector.state_dict(),
+                    "rng": rng_state(),
+                    "rng_per_rank": rngs,
+                    "world_size": self.env.world_size,
+                },
+                self.ckpt_path,
+            )
+        D.barrier()  # the file is complete before any rank goes on (or exits)
 
     def _load(self, state: dict[str, Any]) -> None:
         try:
@@ -427,36 +526,52 @@ class SearchRun:
         self.step_in_epoch = int(state["step_in_epoch"])
         self.global_step = int(state["global_step"])
         self._epoch_sums = dict(state.get("epoch_sums", {}))
-        self._resume_rng = state["rng"] if self.step_in_epoch else None
+        # a rank resuming at the world size of the checkpoint takes its own RNG state back;
+        # at another world size, every rank takes rank 0's (only random ops such as S4's noise
+        # read it: data order, augmentation and DrNAS samples have seeds of their own)
+        per_rank = state.get("rng_per_rank") or [state["rng"]]
+        own = len(per_rank) == self.env.world_size
+        self._resume_rng = (
+            (per_rank[self.env.rank] if own else state["rng"]) if self.step_in_epoch else None
+        )
         self.phase = str(state.get("phase", "search"))
         if self.phase != "search":
             self.selector.load_state_dict(state["selector"])
 
     # ----------------------------------------------------------------------------- steps
 
-    def _to_device(self, batch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _to_device(self, batch: list[torch.Tensor]) -> Batch:
         x, y = batch
         x = x.to(self.device, non_blocking=True)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y.to(self.device, non_blocking=True)
 
+    def _shards(self, batch: list[torch.Tensor], global_size: int) -> Shards:
+        """This rank's share of a global batch on the device, cut into ``micro_batches``."""
+        x, y = self._to_device(batch)
+        pieces = min(self.micro_batches, int(y.shape[0]))
+        parts = zip(torch.tensor_split(x, pieces), torch.tensor_split(y, pieces))
+        return Shards(tuple(parts), global_size)
+
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self._stop_requested = True
 
     def run(self) -> SearchResult:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        if self.main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             while self.epoch < self.epochs:
                 self._run_epoch()
             genotype = self._select()
-            if bool(self.cfg.get("figures", True)):
+            if self.main and bool(self.cfg.get("figures", True)):
                 self._write_figures()
         finally:
             signal.signal(signal.SIGTERM, previous)
-            self.logger.close()
+            if self.logger is not None:
+                self.logger.close()
         return SearchResult(genotype, self.run_dir, self._final)
 
     def _run_epoch(self) -> None:
@@ -470,8 +585,33 @@ class SearchRun:
         self.strategy.on_epoch_end(epoch)
         self.scheduler.step()
         self.epoch += 1
+        # batch-norm running statistics are the only state the ranks do not share (each
+        # normalises its own images): rank 0's go to all, for evaluation and the checkpoint
+        D.broadcast_buffers(self.supernet)
+        self._check_in_sync()
         self._log_epoch(epoch, lr, images_per_s)
         self._checkpoint()
+
+    def _check_in_sync(self) -> None:
+        """Fail loudly if the ranks no longer hold the same architecture and supernet weights
+        (they take identical steps from identical summed gradients, so any difference is a bug
+        or a broken node, and a search that goes on would export a different genotype per rank).
+        One all-reduce of the architecture parameters and one sum per weight tensor."""
+        if not self.env.distributed:
+            return
+        with torch.no_grad():
+            arch = self.strategy.arch_parameters()
+            sums = torch.stack([p.double().sum() for p in self.supernet.parameters()])
+            arch_spread = D.spread(arch)
+            weight_spread = D.spread([sums])
+        if arch_spread > 0 or weight_spread > 0:
+            raise SearchError(
+                f"the {self.env.world_size} processes no longer hold the same "
+                f"{'architecture parameters' if arch_spread > 0 else 'supernet weights'} at "
+                f"step {self.global_step} (largest difference "
+                f"{max(arch_spread, weight_spread):.3g}); stopped, the last good checkpoint "
+                f"{self.ckpt_path} is kept"
+            )
 
     def _train_steps(self, *, key: int, update_arch: bool, desc: str) -> float:
         """One pass over the weight split (with architecture batches alongside), from
@@ -479,34 +619,46 @@ class SearchRun:
         Returns images/s. SIGTERM: checkpoint at the next step boundary, then ``Preempted``."""
         start = self.step_in_epoch
         if start == 0:
-            seed_everything(epoch_seed(self.seed, key, 99))
+            seed_everything(epoch_seed(self.seed, key, 99 + 1000 * self.env.rank))
             self._epoch_sums = {}
         else:
             set_rng_state(self._resume_rng)
         lr = self.weight_optimizer.param_groups[0]["lr"]
         self.supernet.train()
         train_iter = _start_epoch(self.train_loader, self.seed, key, start, 0)
-        num_val = len(self.val_loader.sampler)  # type: ignore[arg-type]
-        val_batches = math.ceil(num_val / int(self.cfg.batch_size))
+        val_batches = _sampler(self.val_loader).num_batches
         val_iter = _start_epoch(self.val_loader, self.seed, key, start % val_batches, 1)
         total = start + len(self.train_loader)
         bar = tqdm(
-            total=total, initial=start, desc=desc, disable=not sys.stderr.isatty(), leave=False
+            total=total,
+            initial=start,
+            desc=desc,
+            disable=not (self.main and sys.stderr.isatty()),
+            leave=False,
         )
         t0 = time.perf_counter()
         images = 0
-        for train_batch in train_iter:
+        for train_batch, train_size in train_iter:
             try:
-                val_batch = next(val_iter)
+                val_batch, val_size = next(val_iter)
             except StopIteration:  # the architecture half is shorter: start it again
                 val_iter = _start_epoch(
                     self.val_loader, self.seed, key + 100003 * (self.step_in_epoch + 1), 0, 1
                 )
-                val_batch = next(val_iter)
-            tb, vb = self._to_device(train_batch), self._to_device(val_batch)
-            metrics = {
-                k: float(v) for k, v in self.strategy.step(tb, vb, update_arch=update_arch).items()
-            }
+                val_batch, val_size = next(val_iter)
+            tb = self._shards(train_batch, train_size)
+            vb = self._shards(val_batch, val_size)
+            self.strategy.begin_step(epoch_seed(self.seed, self.global_step, 5))
+            local = self.strategy.step(tb, vb, update_arch=update_arch)
+            # one collective per step: the metrics (shares of the global means) and SIGTERM
+            names = sorted(local)
+            values = torch.stack(
+                [torch.as_tensor(local[k], dtype=torch.float64, device=self.device) for k in names]
+                + [torch.tensor(float(self._stop_requested), device=self.device).double()]
+            )
+            summed = D.all_reduce_sum(values).tolist()
+            metrics = dict(zip(names, summed[:-1]))
+            stop = summed[-1] > 0
             for name, value in metrics.items():
                 if not math.isfinite(value):
                     where = f"{desc}, step {self.step_in_epoch + 1}"
@@ -514,7 +666,7 @@ class SearchRun:
                         f"{name} became {value} at {where}; stopped, the last good checkpoint "
                         f"{self.ckpt_path} is kept"
                     )
-            n = int(tb[0].shape[0])
+            n = train_size
             images += n
             for name, value in metrics.items():
                 self._epoch_sums[name] = self._epoch_sums.get(name, 0.0) + value * n
@@ -523,9 +675,11 @@ class SearchRun:
             self.global_step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{metrics['train_loss']:.3f}")
-            if self.global_step % int(self.cfg.log_every) == 0:
+            if self.global_step % self.sync_check_every == 0:
+                self._check_in_sync()
+            if self.logger is not None and self.global_step % int(self.cfg.log_every) == 0:
                 self.logger.log("step", epoch=self.epoch, step=self.global_step, lr=lr, **metrics)
-            if self._stop_requested:
+            if stop:
                 bar.close()
                 self._checkpoint()
                 raise Preempted(self.ckpt_path)
@@ -539,15 +693,14 @@ class SearchRun:
     def search_lr(self) -> float:
         return float(self.cfg.optimizer.lr)
 
-    def val_batches(
-        self, *, key: int, limit: int | None
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Batches of the architecture split in an order fixed by ``key``, at most ``limit``."""
+    def val_batches(self, *, key: int, limit: int | None) -> Iterator[Batch]:
+        """This rank's micro-batches of the architecture split's global batches, in an order
+        fixed by ``key``, of at most ``limit`` global batches."""
         it = _start_epoch(self.val_loader, self.seed, 2 * 10**6 + key, 0, 3)
-        for i, batch in enumerate(it):
+        for i, (batch, size) in enumerate(it):
             if limit is not None and i >= limit:
                 break
-            yield self._to_device(batch)
+            yield from self._shards(batch, size).parts
 
     def train_epoch(self, *, key: int, lr: float, update_arch: bool, desc: str) -> dict[str, float]:
         """One fine-tuning epoch at learning rate ``lr`` (a selector's tuning between decisions)."""
@@ -556,14 +709,15 @@ class SearchRun:
         images_per_s = self._train_steps(key=key, update_arch=update_arch, desc=desc)
         n = self._epoch_sums.get("_n", 1.0)
         means = {k: v / n for k, v in self._epoch_sums.items() if k != "_n"}
-        self.logger.log(
-            "tune",
-            epoch=self.epoch,
-            step=self.global_step,
-            lr=lr,
-            images_per_s=images_per_s,
-            **means,
-        )
+        if self.logger is not None:
+            self.logger.log(
+                "tune",
+                epoch=self.epoch,
+                step=self.global_step,
+                lr=lr,
+                images_per_s=images_per_s,
+                **means,
+            )
         return means
 
     def reset_weight_optimizer(self, lr: float) -> None:
@@ -576,28 +730,43 @@ class SearchRun:
         self._checkpoint()
 
     def log(self, event: str, **values: Any) -> None:
+        if self.logger is None:
+            return
         self.logger.log(event, epoch=self.epoch, step=self.global_step, **values)
         if event == "pt_decision":
             self.logger.text("pt_decisions", json.dumps(values), self.global_step)
 
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the ranks (a selector's measurements of sharded batches)."""
+        return D.all_reduce_sum(tensor)
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (a selector's decision, taken once)."""
+        return D.broadcast_object(obj)
+
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Loss and accuracy of the deterministic architecture weights on the architecture half,
-        with the supernet in eval mode (as the reference ``infer``), so nothing is updated."""
+        with the supernet in eval mode (as the reference ``infer``), so nothing is updated;
+        each rank measures its share, the sums are all-reduced."""
         weights = self.strategy.arch_weights(sample=False)
-        correct = loss_sum = 0.0
-        count = 0
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         it = _start_epoch(self.val_loader, self.seed, 10**6 + self.epoch, 0, 2)
         self.supernet.eval()
         with torch.random.fork_rng(devices=[]):
-            for batch in it:
+            for batch, _ in it:
                 x, y = self._to_device(batch)
                 loss, logits = self.strategy.loss((x, y), weights)
                 n = int(y.shape[0])
-                loss_sum += float(loss) * n
-                correct += float(accuracy(logits, y)) * n
-                count += n
+                sums += torch.stack(
+                    [
+                        loss.double() * n,
+                        (logits.argmax(1) == y).sum().double(),
+                        loss.new_tensor(n).double(),
+                    ]
+                )
         self.supernet.train()
+        loss_sum, correct, count = D.all_reduce_sum(sums).tolist()
         return {"eval_loss": loss_sum / count, "eval_acc": correct / count}
 
     def _log_epoch(self, epoch: int, lr: float, images_per_s: float) -> None:
@@ -614,6 +783,9 @@ class SearchRun:
         }
         bench = self._bench_entry(genotype)
         entry.update(bench)
+        self._final = entry
+        if self.logger is None:
+            return
         self.logger.log(
             "epoch", epoch=epoch, step=self.global_step, genotype=str(genotype), **entry
         )
@@ -635,7 +807,6 @@ class SearchRun:
                         float(w[edge.index, k]),
                         self.global_step,
                     )
-        self._final = entry
         nan = float("nan")
         acc = means.get("eval_acc", means.get("val_acc", nan))
         line = (
@@ -650,6 +821,7 @@ class SearchRun:
 
     def _write_figures(self) -> None:
         """Cell diagrams and weight plots into ``figures/`` and TensorBoard (never fatal)."""
+        assert self.logger is not None
         try:
             from nas.analysis import write_run_figures
 
@@ -675,24 +847,28 @@ class SearchRun:
 
     def _select(self) -> AnyGenotype:
         self.phase = "select"
+        self._check_in_sync()
         genotype = self.selector.select(
             self.strategy, _batches(self.val_loader, self), context=self
         )
+        genotype = D.broadcast_object(genotype)  # one genotype, rank 0's, whatever happened
         self.phase = "done"
         self._checkpoint()
-        record: dict[str, Any] = {
-            "space": str(self.cfg.space.name),
-            "genotype": genotype.to_json(),
-            "text": str(genotype),
-            "selector": str(self.cfg.selection.name),
-            "strategy": str(self.cfg.search.name),
-        }
-        if isinstance(genotype, NB201Genotype):
-            record["arch"] = str(genotype)
-            record["index"] = arch_to_index(genotype)
-        tmp = self.run_dir / "genotype.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-        tmp.replace(self.run_dir / "genotype.json")
+        if self.main:
+            record: dict[str, Any] = {
+                "space": str(self.cfg.space.name),
+                "genotype": genotype.to_json(),
+                "text": str(genotype),
+                "selector": str(self.cfg.selection.name),
+                "strategy": str(self.cfg.search.name),
+                "world_size": self.env.world_size,
+            }
+            if isinstance(genotype, NB201Genotype):
+                record["arch"] = str(genotype)
+                record["index"] = arch_to_index(genotype)
+            tmp = self.run_dir / "genotype.json.tmp"
+            tmp.write_text(json.dumps(record, indent=2) + "\n")
+            tmp.replace(self.run_dir / "genotype.json")
         return genotype
 
     _final: dict[str, float] = {}
@@ -737,12 +913,11 @@ def _from_run(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
     return merged, state
 
 
-def _batches(
-    loader: DataLoader[Any], run: SearchRun
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def _batches(loader: DataLoader[Any], run: SearchRun) -> Iterator[Batch]:
+    """This rank's micro-batches of the architecture split (``val_data`` of a selector)."""
     it = _start_epoch(loader, run.seed, 2 * 10**6, 0, 3)
-    for batch in it:
-        yield run._to_device(batch)
+    for batch, size in it:
+        yield from run._shards(batch, size).parts
 
 
 def _without_name(node: DictConfig) -> DictConfig:

@@ -23,12 +23,16 @@ same genotype. Candidates of one decision are compared on the same validation ba
 autograd; ``num_val_batches`` bounds the cost; the cells before the first cell of the perturbed
 cell type are computed once per batch for all candidates (``reuse_prefix``). The supernet is
 evaluated with BN in batch-statistics mode and its running statistics left untouched.
+
+Under data parallelism (``torchrun``) every rank measures the candidates on its share of each
+validation batch, the counts are summed over the ranks, rank 0 takes the decision and
+broadcasts it, and the fine-tuning epochs are the data-parallel search steps.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -61,6 +65,10 @@ class SelectionContext(Protocol):
 
     def log(self, event: str, **values: Any) -> None: ...
 
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
+
+    def broadcast(self, obj: Any) -> Any: ...
+
 
 @contextmanager
 def frozen_bn_statistics(module: nn.Module) -> Iterator[None]:
@@ -90,12 +98,15 @@ def evaluate_variants(
     *,
     reuse_prefix: bool = True,
     seed: int = 0,
+    all_reduce_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[tuple[float, float]]:
     """(accuracy, loss) of the supernet under each weight variant, on the same batches.
 
     The variants differ only in ``cell_type``'s weights, so the stem and the cells before the
     first cell of that type are shared: with ``reuse_prefix`` they run once per batch. Random
-    ops (S4's noise) draw the same numbers for every variant, with or without reuse."""
+    ops (S4's noise) draw the same numbers for every variant, with or without reuse. Under data
+    parallelism each rank passes its share of the batches and ``all_reduce_sum``, which sums
+    the per-variant counts over the ranks, so every rank gets the scores of all the batches."""
     stop = supernet.first_cell_of(cell_type) if reuse_prefix else 0
     correct = [0.0] * len(variants)
     loss = [0.0] * len(variants)
@@ -121,9 +132,15 @@ def evaluate_variants(
                 count += int(y.shape[0])
     finally:
         supernet.train(was_training)
-    if count == 0:
+    sums = torch.tensor([*correct, *loss, float(count)], dtype=torch.float64)
+    if all_reduce_sum is not None:
+        device = next(supernet.parameters()).device
+        sums = all_reduce_sum(sums.to(device)).cpu()
+    n = len(variants)
+    total = float(sums[-1])
+    if total == 0:
         raise ValueError("perturbation selection got no validation batches")
-    return [(c / count, lsum / count) for c, lsum in zip(correct, loss)]
+    return [(float(sums[v]) / total, float(sums[n + v]) / total) for v in range(n)]
 
 
 @SELECTORS.register("pt")
@@ -225,6 +242,7 @@ class PerturbationSelection(Selector):
             batches,
             reuse_prefix=self.reuse_prefix,
             seed=self.seed * 7919 + len(self.decisions),
+            all_reduce_sum=ctx.all_reduce_sum,
         )
 
     def _base_weights(self, strategy: SearchStrategy) -> ArchWeights:
@@ -255,6 +273,7 @@ class PerturbationSelection(Selector):
             best = min(range(len(candidates)), key=lambda i: (scores[i][0], i))
         else:  # the op whose removal raises the loss most
             best = min(range(len(candidates)), key=lambda i: (-scores[i][1], i))
+        best = ctx.broadcast(best)  # taken once, on rank 0; all ranks project the same op
         op = candidates[best]
         strategy.project_edge_to_op(cell_type, edge, op)
         return {
@@ -300,6 +319,7 @@ class PerturbationSelection(Selector):
                 i = max(range(len(eids)), key=lambda i: (scores[i][0], i))
             else:
                 i = max(range(len(eids)), key=lambda i: (-scores[i][1], i))
+            i = ctx.broadcast(i)
             rounds.append(
                 {
                     "edges": list(eids),

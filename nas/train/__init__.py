@@ -1,7 +1,7 @@
 """nas.train: retrain a genotype from scratch (the stage after search and selection).
 
 ``run_train(cfg, run_dir)`` trains the network of ``cfg.genotype`` with the recipe in ``cfg``
-(``configs/train``), on one process or under ``torchrun``; ``nas.train.distributed`` holds all
+(``configs/train``), on one process or under ``torchrun``; ``nas.distributed`` holds all
 ``torch.distributed`` code; ``resolve_train_genotype`` / ``build_network`` turn a genotype
 reference into ``NetworkCIFAR``, ``NetworkImageNet`` or NB201's ``TinyNetwork``.
 """

@@ -17,7 +17,7 @@ an epoch: epoch e trains with factor(e)).
 
 Data parallel: under ``torchrun`` every process takes ``batch_size / world_size`` images of
 each global batch (``nas.train.data``), gradients are averaged by DDP
-(``nas.train.distributed``, the only ``torch.distributed`` code), so the recipe's global batch
+(``nas.distributed``, the only ``torch.distributed`` code), so the recipe's global batch
 and learning rate hold whatever the world size. Metrics are summed over the ranks (loss x
 images, correct, images) before they are divided. Rank 0 alone writes the run folder and prints.
 
@@ -48,6 +48,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset, Subset
 from tqdm import tqdm
 
+from nas import distributed as D
 from nas.checkpoint import (
     CheckpointError,
     atomic_save,
@@ -59,7 +60,6 @@ from nas.checkpoint import (
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
 from nas.metrics import MetricLogger
 from nas.summary import summarize
-from nas.train import distributed as D
 from nas.train.data import eval_loader, start_epoch, stream_seed, train_loader
 from nas.train.ema import EMA
 from nas.train.model import (
@@ -227,14 +227,11 @@ def validate_config(cfg: DictConfig) -> None:
 
 
 def per_rank_batch(batch_size: int, world_size: int, what: str = "batch_size") -> int:
-    """The per-process share of a global batch; the recipe's global batch holds for any world
-    size, so it must split evenly."""
-    if batch_size % world_size:
-        raise TrainError(
-            f"{what}={batch_size} does not split over {world_size} processes; expected a "
-            f"multiple of the world size (each process takes {what} / {world_size})"
-        )
-    return batch_size // world_size
+    """The per-process share of a global batch (``nas.distributed.per_rank_batch``)."""
+    try:
+        return D.per_rank_batch(batch_size, world_size, what)
+    except ValueError as e:
+        raise TrainError(str(e)) from None
 
 
 def autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
@@ -250,18 +247,10 @@ def autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
 
 
 def _main_then_broadcast(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on rank 0 (the only rank that reads the run folder) and hand its value, or
-    its one-line error, to every rank, so that all ranks go on or stop together."""
-    outcome: tuple[str, Any] = ("ok", None)
-    if D.is_main():
-        try:
-            outcome = ("ok", fn())
-        except (TrainError, CheckpointError, ValueError, FileNotFoundError) as e:
-            outcome = ("error", str(e).splitlines()[0] if str(e) else type(e).__name__)
-    outcome = D.broadcast_object(outcome)
-    if outcome[0] == "error":
-        raise TrainError(outcome[1])
-    return outcome[1]
+    """Run ``fn`` on rank 0 and hand its value, or its one-line error, to every rank."""
+    return D.main_then_broadcast(
+        fn, (TrainError, CheckpointError, ValueError, FileNotFoundError), TrainError
+    )
 
 
 # ----------------------------------------------------------------------------- data

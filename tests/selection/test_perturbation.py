@@ -39,6 +39,12 @@ class FakeContext:
     def log(self, event, **values):
         self.events.append({"event": event, **values})
 
+    def all_reduce_sum(self, tensor):
+        return tensor
+
+    def broadcast(self, obj):
+        return obj
+
 
 def _zero_out(mixed, keep: int | None):
     """Every op of an edge outputs zero except op ``keep`` (None: the whole edge is zero)."""

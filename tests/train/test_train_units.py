@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
+from nas import distributed as D
 from nas.train import EMA, TrainError, build_network, resolve_train_genotype
-from nas.train import distributed as D
 from nas.train.data import ResumableDistributedSampler, ShardSampler
 from nas.train.loop import drop_path_prob, lr_factor, per_rank_batch
 from nas.train.model import unused_parameters

@@ -1,6 +1,6 @@
-"""Data-parallel training across processes and machines: the only ``torch.distributed`` code.
+"""Data parallelism across processes and machines: the only ``torch.distributed`` code.
 
-Retraining stage (``nas.train``), written so that the search loop can use it as well. Launch is
+Shared by the search loop (``nas.search``) and retraining (``nas.train``). Launch is
 ``torchrun`` (one process per GPU, or per CPU slot), which sets ``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``; without those
 variables everything here degrades to a single process and every collective is a no-op, so a
@@ -12,11 +12,18 @@ network, then ``wrap_ddp`` (optionally after ``convert_sync_batchnorm``) wraps i
 CPU. Gradients are averaged over the ranks, so with per-rank batch = global batch / world size
 a step equals the single-process step on the global batch, up to batch-norm statistics, which
 DDP computes per rank unless SyncBatchNorm is used (CUDA only in PyTorch).
+
+The search does not use DDP (its architecture step differentiates with respect to the mixing
+weights only, its second-order step calls ``torch.autograd.grad``, and pruned ops leave
+parameters without gradients, none of which DDP's reducer handles without
+``find_unused_parameters``); it sums its gradients with ``sum_over_ranks``, one flat
+buffer per call, and checks with ``spread`` that the ranks still hold the same parameters.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -167,6 +174,81 @@ def all_reduce_sum(tensor: Tensor) -> Tensor:
     if is_initialized():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
+
+
+def sum_over_ranks(values: Sequence[Tensor | None], like: Sequence[Tensor]) -> list[Tensor | None]:
+    """The sums over the ranks of ``values[i]`` (each shaped as ``like[i]``; ``None``: nothing
+    from this rank), in one flat all-reduce. An entry is ``None`` in the result only if it was
+    ``None`` on every rank, so that all ranks agree on which parameters have a gradient (SGD
+    skips those without one). In a single process ``values`` comes back unchanged."""
+    if not is_initialized() or not like:
+        return list(values)
+    ref = like[0]
+    flat = torch.cat(
+        [
+            v.detach().reshape(-1).to(ref.dtype) if v is not None else ref.new_zeros(p.numel())
+            for v, p in zip(values, like, strict=True)
+        ]
+        + [ref.new_tensor([0.0 if v is None else 1.0 for v in values])]
+    )
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    seen = flat[-len(values) :].tolist()
+    out: list[Tensor | None] = []
+    offset = 0
+    for p, flag in zip(like, seen):
+        chunk = flat[offset : offset + p.numel()]
+        offset += p.numel()
+        out.append(chunk.view_as(p) if flag > 0 else None)
+    return out
+
+
+def all_reduce_grads(params: Sequence[Tensor]) -> None:
+    """Sum the ``.grad`` of ``params`` over the ranks, in place (a no-op in a single process)."""
+    if not is_initialized():
+        return
+    for p, g in zip(params, sum_over_ranks([p.grad for p in params], params)):
+        p.grad = g
+
+
+def spread(tensors: Sequence[Tensor]) -> float:
+    """The largest difference between ranks of any element of ``tensors`` (0.0: identical on
+    every rank; always 0.0 in a single process). One all-reduce of twice their size."""
+    if not is_initialized() or not tensors:
+        return 0.0
+    flat = torch.cat([t.detach().reshape(-1).double() for t in tensors])
+    both = torch.cat([flat, -flat])
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    n = flat.numel()
+    return float((both[:n] + both[n:]).max())  # max - min per element
+
+
+def per_rank_batch(batch_size: int, world_size: int, what: str = "batch_size") -> int:
+    """The per-process share of a global batch; the global batch holds for any world size, so
+    it must split evenly."""
+    if batch_size % world_size:
+        raise ValueError(
+            f"{what}={batch_size} does not split over {world_size} processes; expected a "
+            f"multiple of the world size (each process takes {what} / {world_size})"
+        )
+    return batch_size // world_size
+
+
+def main_then_broadcast(
+    fn: Callable[[], T], errors: tuple[type[BaseException], ...], error: type[Exception]
+) -> T:
+    """Run ``fn`` on rank 0 (the only rank that reads the run folder) and hand its value, or
+    its one-line error as ``error``, to every rank, so that all ranks go on or stop together."""
+    outcome: tuple[str, Any] = ("ok", None)
+    if is_main():
+        try:
+            outcome = ("ok", fn())
+        except errors as e:
+            outcome = ("error", str(e).splitlines()[0] if str(e) else type(e).__name__)
+    outcome = broadcast_object(outcome)
+    if outcome[0] == "error":
+        raise error(outcome[1])
+    value: T = outcome[1]
+    return value
 
 
 def any_rank(flag: bool, device: torch.device) -> bool:
