@@ -1,16 +1,20 @@
 """``nas-search``: run a differentiable architecture search from Hydra configs.
 
 ``nas-search`` alone runs the quickstart; ``nas-search space=darts search=darts
-search.order=2 epochs=50`` overrides any value; ``nas-search -m seed=0,1,2`` sweeps seeds.
-Bad input (an unknown name, a value of the wrong type or range, an unusable run folder, a
-non-finite loss) prints one line and exits with code 2; SIGTERM writes a checkpoint and exits
-with code 143 after saying how to resume.
+search.order=2 epochs=50`` overrides any value; ``nas-search -m seed=0,1,2`` sweeps seeds;
+``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one search data-parallel over 8
+processes (``batch_size`` stays the global batch; see ``nas.search.loop``). Bad input (an
+unknown name, a value of the wrong type or range, an unusable run folder, a non-finite loss)
+prints one line and exits with code 2; SIGTERM writes a checkpoint and exits with code 143
+after saying how to resume.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -22,8 +26,19 @@ EXIT_BAD_INPUT = 2
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
 
 
-def _fail(message: str) -> None:
-    print(f"nas-search: error: {message}", file=sys.stderr)
+def _reports() -> bool:
+    """Whether this process prints errors: the first process of each machine (errors about
+    data are per machine), or the only process."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+def _is_rank0() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _fail(message: str) -> NoReturn:
+    if _reports():
+        print(f"nas-search: error: {message}", file=sys.stderr, flush=True)
     sys.exit(EXIT_BAD_INPUT)
 
 
@@ -42,21 +57,28 @@ def check_group_choices(argv: list[str]) -> None:
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")
 def _search(cfg: DictConfig) -> None:
+    from nas import distributed
     from nas.search.loop import Preempted, SearchError, run_search
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         result = run_search(cfg, run_dir)
     except Preempted as p:
-        overrides = " ".join(HydraConfig.get().overrides.task)
-        print(
-            f"nas-search: preempted; checkpoint written to {p.checkpoint}. Resume with: "
-            f"nas-search {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
-            file=sys.stderr,
-        )
+        if _is_rank0():
+            overrides = " ".join(HydraConfig.get().overrides.task)
+            print(
+                f"nas-search: preempted; checkpoint written to {p.checkpoint}. Resume with: "
+                f"nas-search {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
+                file=sys.stderr,
+                flush=True,
+            )
         sys.exit(EXIT_PREEMPTED)
     except (SearchError, ValueError, FileNotFoundError) as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        distributed.shutdown()
+    if not _is_rank0():
+        return
     print(f"run folder: {result.run_dir}")
     print(f"genotype ({OmegaConf.select(cfg, 'selection.name')}): {result.genotype}")
     bench_line = _bench_line(result.genotype)

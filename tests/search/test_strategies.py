@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from nas.search import STRATEGIES, SearchContext
+from nas.search.base import Shards
 from nas.supernet import build_supernet
 from search_spaces import SPACE_NAMES
 
@@ -94,3 +95,48 @@ def test_bad_strategy_values(kwargs, message):
 def test_unknown_strategy_name():
     with pytest.raises(ValueError, match="unknown search strategy 'enas'; expected one of darts"):
         STRATEGIES.get("enas")
+
+
+@pytest.mark.parametrize(
+    "strategy_name, kwargs",
+    [("darts", {}), ("darts", {"order": 2}), ("drnas", {}), ("drnas", {"reg_type": "kl"})],
+)
+def test_micro_batches_take_the_step_of_the_whole_batch(strategy_name, kwargs):
+    """A global batch in two micro-batches (or on two ranks) is one step on its mean loss.
+
+    The two halves are the same images, so batch norm sees the same statistics in each half as
+    in the whole: any difference would be the weighting (a doubled gradient, a regulariser
+    counted twice, a second Dirichlet sample)."""
+    torch.manual_seed(1)
+    x, y = _batch(8)
+    vx, vy = _batch(8)
+    whole = (torch.cat([x, x]), torch.cat([y, y])), (torch.cat([vx, vx]), torch.cat([vy, vy]))
+    halves = Shards(((x, y), (x, y)), 16), Shards(((vx, vy), (vx, vy)), 16)
+    results = []
+    for train, val in (whole, halves):
+        net, strategy = _setup("nb201", strategy_name, **kwargs)
+        for step in range(3):
+            strategy.begin_step(step)
+            metrics = strategy.step(train, val)
+        results.append((strategy.arch_parameters(), list(net.parameters()), metrics))
+    (arch_a, net_a, m_a), (arch_b, net_b, m_b) = results
+    for a, b in zip(arch_a, arch_b):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    for a, b in zip(net_a, net_b):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    for k in m_a:
+        torch.testing.assert_close(m_a[k], m_b[k], atol=1e-6, rtol=0)
+
+
+def test_drnas_samples_follow_the_step_seed():
+    _, strategy = _setup("nb201", "drnas")
+    strategy.begin_step(7)
+    a = strategy.arch_weights(sample=True)["cell"]
+    b = strategy.arch_weights(sample=True)["cell"]  # the step's second draw: another sample
+    strategy.begin_step(7)
+    again = strategy.arch_weights(sample=True)["cell"]
+    torch.manual_seed(123)  # the global generator plays no part
+    strategy.begin_step(8)
+    other = strategy.arch_weights(sample=True)["cell"]
+    assert torch.equal(a, again)
+    assert not torch.equal(a, b) and not torch.equal(a, other)
