@@ -10,7 +10,8 @@ architecture step plus a weight step (forward, backward, optimiser step each), a
     python experiments/benchmarks/search_step.py --only nb201-darts1 --steps 5 --warmup 2
 
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
-own figures are in PERFORMANCE.md.
+own figures are in PERFORMANCE.md. The memory format follows ``nas-search channels_last=auto``
+(NHWC for K=1, NCHW for K > 1); ``--channels-last true|false`` forces one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ SETTINGS = {
 }
 
 
-def run_one(name: str, steps: int, warmup: int, channels_last: bool) -> dict[str, float | str]:
+def run_one(name: str, steps: int, warmup: int, memory_format: str) -> dict[str, float | str]:
     import torch
 
     from nas.search import STRATEGIES, SearchContext
@@ -47,6 +48,8 @@ def run_one(name: str, steps: int, warmup: int, channels_last: bool) -> dict[str
     torch.set_num_threads(2)
     torch.manual_seed(0)
     space, C, layers, strategy_name, order, k, batch, _, _ = SETTINGS[name]
+    # nas-search's channels_last=auto: NHWC for full-width ops, NCHW for partial channels
+    channels_last = k == 1 if memory_format == "auto" else memory_format == "true"
     net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
@@ -88,22 +91,25 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(SETTINGS), action="append")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--no-channels-last", action="store_true")
+    parser.add_argument(
+        "--channels-last",
+        choices=["auto", "true", "false"],
+        default="auto",
+        help="memory format; auto (as nas-search): NHWC for K=1, NCHW for partial channels",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_one(args.child, args.steps, args.warmup, not args.no_channels_last)))
+        print(json.dumps(run_one(args.child, args.steps, args.warmup, args.channels_last)))
         return
     print(
         "| setting | batch | arch step s | weight step s | search step s | images/s | "
-        "reference images/s | speed-up | peak RSS MiB | reference peak MiB |"
+        "reference images/s | speed-up | peak RSS MiB | reference peak MiB | NHWC |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.only or list(SETTINGS):
         cmd = [sys.executable, __file__, "--child", name, "--steps", str(args.steps)]
-        cmd += ["--warmup", str(args.warmup)] + (
-            ["--no-channels-last"] if args.no_channels_last else []
-        )
+        cmd += ["--warmup", str(args.warmup), "--channels-last", args.channels_last]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ref_ips, ref_mem = SETTINGS[name][7], SETTINGS[name][8]
@@ -111,7 +117,7 @@ def main() -> None:
         print(
             f"| {name} | {SETTINGS[name][6]} | {r['arch_step_s']:.2f} | {r['weight_step_s']:.2f} | "
             f"{r['search_step_s']:.2f} | {r['images_per_s']:.2f} | {ref_ips or '-'} | "
-            f"{ratio} | {r['peak_rss_mib']:.0f} | {ref_mem or '-'} |",
+            f"{ratio} | {r['peak_rss_mib']:.0f} | {ref_mem or '-'} | {r['channels_last']} |",
             flush=True,
         )
 

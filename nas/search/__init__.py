@@ -1,7 +1,7 @@
 """nas.search: search strategies (registered by name) and the search loop."""
 
-from nas.search.base import STRATEGIES, SearchContext, SearchStrategy
+from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, Shards
 from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
 
-__all__ = ["DARTS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy"]
+__all__ = ["DARTS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy", "Shards"]

@@ -244,6 +244,12 @@ def _autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
     raise SearchError(f"amp must be null, bf16 or fp16, got {amp!r}")
 
 
+def _channels_last_setting(value: Any) -> bool | str:
+    if value in (True, False, "auto"):
+        return value
+    raise SearchError(f"channels_last must be true, false or auto, got {value!r}")
+
+
 def _positive(cfg: DictConfig, key: str, kind: type = int) -> None:
     value = OmegaConf.select(cfg, key)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
@@ -292,7 +298,7 @@ class SearchRun:
             )
         validate_config(cfg)
         self.cfg = cfg
-        self.channels_last = bool(cfg.channels_last)
+        self.channels_last_setting = _channels_last_setting(cfg.get("channels_last", "auto"))
         self.seed = int(cfg.seed)
         self.epochs = int(cfg.epochs)
         self.micro_batches = int(cfg.get("micro_batches") or 1)
@@ -340,8 +346,7 @@ class SearchRun:
             ).to(self.device)
         except ValueError as e:
             raise SearchError(str(e)) from None
-        if self.channels_last:
-            self.supernet = self.supernet.to(memory_format=torch.channels_last)
+        self.channels_last = False  # the format the supernet is in; see _apply_memory_format
         opt_cfg = cfg.optimizer
         self.weight_optimizer = torch.optim.SGD(
             self.supernet.parameters(),
@@ -384,6 +389,7 @@ class SearchRun:
             if resume_state is from_state:  # a fresh selection: no projection of an earlier one
                 for ct in self.supernet.space.cell_types:
                     self.strategy.projection_decided(ct).zero_()
+        self._apply_memory_format()
         self.logger = (
             MetricLogger(
                 self.run_dir, resume_step=self.global_step if resume_state is not None else None
@@ -538,6 +544,25 @@ class SearchRun:
         if self.phase != "search":
             self.selector.load_state_dict(state["selector"])
 
+    def _apply_memory_format(self) -> None:
+        """NHWC (``channels_last``) for full-width ops, NCHW for partial channels (``auto``).
+
+        Measured on this CPU (``experiments/benchmarks/search_step.py``): NHWC makes a K=1
+        supernet ~1.5x faster, but a DrNAS supernet at K=6 (ops of C/6 channels, sliced, cat
+        and shuffled along the channel dimension, which NHWC stores innermost) 1.5x slower.
+        Re-applied when a DrNAS stage changes K; momentum buffers follow their parameters."""
+        setting = self.channels_last_setting
+        wanted = self.supernet.partial_channels == 1 if setting == "auto" else bool(setting)
+        if wanted == self.channels_last:
+            return
+        fmt = torch.channels_last if wanted else torch.contiguous_format
+        self.supernet.to(memory_format=fmt)  # in place: the optimiser keeps its parameters
+        for state in self.weight_optimizer.state.values():
+            buf = state.get("momentum_buffer")
+            if isinstance(buf, torch.Tensor) and buf.dim() == 4:
+                state["momentum_buffer"] = buf.contiguous(memory_format=fmt)
+        self.channels_last = wanted
+
     # ----------------------------------------------------------------------------- steps
 
     def _to_device(self, batch: list[torch.Tensor]) -> Batch:
@@ -583,6 +608,7 @@ class SearchRun:
             desc=f"epoch {epoch + 1}/{self.epochs}",
         )
         self.strategy.on_epoch_end(epoch)
+        self._apply_memory_format()  # a DrNAS stage may have changed K
         self.scheduler.step()
         self.epoch += 1
         # batch-norm running statistics are the only state the ranks do not share (each

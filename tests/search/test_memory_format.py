@@ -1,0 +1,50 @@
+"""``channels_last=auto``: NHWC for full-width supernets, NCHW while DrNAS uses partial channels."""
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from nas.cli.search import CONFIG_DIR
+from nas.search.loop import SearchError, SearchRun
+
+TINY = ["space.C=4", "space.layers=1", "batch_size=16", "data.max_items=32", "eval=false",
+        "figures=false"]  # fmt: skip
+PROGRESSIVE = [
+    *TINY,
+    "search=drnas",
+    "epochs=2",
+    "search.stages=[{epochs:1,partial_channels:4,keep:5},{epochs:1,partial_channels:1,keep:3}]",
+]
+
+
+def _cfg(*overrides):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="nas_search", overrides=list(overrides))
+
+
+def _convs(run):
+    return [p for p in run.supernet.parameters() if p.dim() == 4]
+
+
+def _nhwc(t):
+    return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+
+
+def test_auto_switches_to_nhwc_when_drnas_reaches_full_width(tmp_path):
+    run = SearchRun(_cfg(*PROGRESSIVE), tmp_path / "r")
+    assert not run.channels_last and not any(_nhwc(p) for p in _convs(run))
+    run.run()
+    assert run.supernet.partial_channels == 1 and run.channels_last
+    convs = [p for p in _convs(run) if p.shape[2] > 1]  # 1x1 kernels look the same in both
+    assert convs and all(_nhwc(p) for p in convs)
+    buffers = [run.weight_optimizer.state[p]["momentum_buffer"] for p in convs]
+    assert all(_nhwc(b) for b in buffers)
+
+
+def test_auto_is_nhwc_for_a_full_width_supernet_and_can_be_forced(tmp_path):
+    assert SearchRun(_cfg(*TINY), tmp_path / "a").channels_last
+    assert not SearchRun(_cfg(*TINY, "channels_last=false"), tmp_path / "b").channels_last
+    forced = SearchRun(_cfg(*PROGRESSIVE, "channels_last=true"), tmp_path / "c")
+    assert forced.channels_last and forced.supernet.partial_channels == 4
+    with pytest.raises(SearchError, match="channels_last must be true, false or auto, got 'yes'"):
+        SearchRun(_cfg(*TINY, "channels_last=yes"), tmp_path / "d")
