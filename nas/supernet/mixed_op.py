@@ -11,15 +11,73 @@ normalisation): only the first ``C / K`` channels go through the ops; the rest b
 
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
 run at all (the reference multiplies ``none``'s zeros and every other output by its weight).
+The weighted sum is one autograd node per edge (``weighted_sum``): the forward accumulates in
+place, and the gradient of each mixing weight, ``<dL/do, o_k(x)>``, is a dot product instead of
+a product tensor that is then summed; op outputs are kept for the backward only when the
+mixing weights need a gradient.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from search_spaces.ops import build_op
+
+
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    """Sum of ``a * b`` without the product tensor, for tensors of one memory layout."""
+    if a.is_contiguous() and b.is_contiguous():
+        return torch.dot(a.view(-1), b.view(-1))
+    if (
+        a.dim() == 4
+        and a.is_contiguous(memory_format=torch.channels_last)
+        and b.is_contiguous(memory_format=torch.channels_last)
+    ):
+        return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
+    return (a * b).sum()
+
+
+class _WeightedSum(torch.autograd.Function):
+    """``acc + sum_j weights_O[ops[j]] * ys[j]`` (``acc`` may be None), one node per edge."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, acc: Tensor | None, weights_O: Tensor, ops: list[int], *ys: Tensor
+    ) -> Tensor:
+        w = weights_O.detach()
+        out = ys[0] * w[ops[0]] if acc is None else torch.addcmul(acc, ys[0], w[ops[0]])
+        for k, y in zip(ops[1:], ys[1:]):
+            out.addcmul_(y, w[k])
+        ctx.has_acc = acc is not None
+        ctx.ops = ops
+        ctx.weights_need_grad = ctx.needs_input_grad[1]
+        ctx.save_for_backward(weights_O, *(ys if ctx.weights_need_grad else ()))
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        weights_O, *ys = ctx.saved_tensors
+        ops = ctx.ops
+        grad_ys = [
+            grad * weights_O[k] if ctx.needs_input_grad[3 + j] else None for j, k in enumerate(ops)
+        ]
+        grad_w = None
+        if ctx.weights_need_grad:
+            dots = torch.stack([_dot(grad, y) for y in ys])
+            grad_w = weights_O.new_zeros(weights_O.shape).index_put(
+                (torch.tensor(ops, device=weights_O.device),), dots
+            )
+        return (grad if ctx.has_acc else None, grad_w, None, *grad_ys)
+
+
+def weighted_sum(acc: Tensor | None, weights_O: Tensor, ops: list[int], ys: list[Tensor]) -> Tensor:
+    """``acc + sum_j weights_O[ops[j]] * ys[j]`` (DARTS eq. 1 for the active ops of one edge)."""
+    out: Tensor = _WeightedSum.apply(acc, weights_O, ops, *ys)
+    return out
 
 
 def channel_shuffle(x: Tensor, groups: int) -> Tensor:
@@ -82,19 +140,16 @@ class MixedOp(nn.Module):
     def forward(
         self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None = None
     ) -> Tensor | None:
+        ops = [k for k in range(len(self.ops)) if active_O[k] and self._runnable[k]]
         if self.k == 1:
-            for k, w in enumerate(weights_O.unbind(0)):
-                if active_O[k] and self._runnable[k]:
-                    y = self.ops[k](x)
-                    acc = y * w if acc is None else torch.addcmul(acc, y, w)
-            return acc
+            if not ops:
+                return acc
+            return weighted_sum(acc, weights_O, ops, [self.ops[k](x) for k in ops])
         c_op = self.C // self.k
         x_op, x_bypass = x[:, :c_op], x[:, c_op:]
-        mixed: Tensor | None = None
-        for k, w in enumerate(weights_O.unbind(0)):
-            if active_O[k] and self._runnable[k]:
-                y = self.ops[k](x_op)
-                mixed = y * w if mixed is None else torch.addcmul(mixed, y, w)
+        mixed = (
+            weighted_sum(None, weights_O, ops, [self.ops[k](x_op) for k in ops]) if ops else None
+        )
         if self.stride == 2:
             x_bypass = F.max_pool2d(x_bypass, 2, 2)
         if mixed is None:
