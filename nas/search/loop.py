@@ -169,9 +169,14 @@ class SeededItems(Dataset[Any]):
 
     def __getitem__(self, key: tuple[int, int]) -> Any:
         index, seed = key
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        # the CPU generator only (torch.manual_seed would also reseed CUDA: 85 us per image)
+        generator = torch.default_generator
+        saved = generator.get_state()
+        generator.manual_seed(seed)
+        try:
             return self.dataset[index]
+        finally:
+            generator.set_state(saved)
 
 
 def _loader(
