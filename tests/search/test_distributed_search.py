@@ -7,9 +7,10 @@ one after the other. Every loss, gradient and update is then the same arithmetic
 numbers (the same images with the same augmentation, the same DrNAS samples) except for the
 order of a few additions: the 2-process run sums the two halves' gradients in the all-reduce,
 the single process accumulates them, and the architecture gradient of each half is carried
-through the softmax before the sum instead of after. Measured here: supernet weights
-bit-identical, architecture parameters within 3e-10 of each other (values ~4e-3). The bound is
-1e-6 (and 1e-5 for weights after a stage transition's widening): three orders above rounding,
+through the softmax before the sum instead of after. Measured here: first-order DARTS, weights
+bit-identical and architecture parameters within 3e-10 (values ~4e-3); second order, weights
+within 2e-8 and architecture parameters within 1e-9. The bound is 1e-6 (and 1e-5 for weights
+after a stage transition's widening): two orders and more above rounding,
 and far below what the errors this guards against produce: a rank that sees the other's images,
 a gradient summed instead of averaged (a doubled SGD step moves the weights by ~1e-3 per step),
 or a Dirichlet sample that differs between ranks (architecture gradients of another sample).
