@@ -80,10 +80,6 @@ class Shards:
         for x, y in self.parts:
             yield (x, y), int(y.shape[0]) / self.global_size
 
-    @property
-    def local_size(self) -> int:
-        return sum(int(y.shape[0]) for _, y in self.parts)
-
 
 def _accumulate(total: list[Tensor | None], grads: Sequence[Tensor | None]) -> list[Tensor | None]:
     return [g if t is None else (t if g is None else t + g) for t, g in zip(total, grads)]
