@@ -364,8 +364,8 @@ class SearchStrategy(nn.Module, abc.ABC):
         summed = D.sum_over_ranks(grads, alphas)
         total = _accumulate(summed, self.regularizer_grads())
         self.arch_optimizer.zero_grad(set_to_none=True)
-        for p, g in zip(alphas, _zeros_for_none(total, alphas)):
-            p.grad = g
+        for p, g in zip(alphas, total):
+            p.grad = g  # None (no rank had a gradient): Adam leaves the parameter alone
         self.arch_optimizer.step()
 
     def arch_step(
