@@ -11,7 +11,6 @@ after saying how to resume.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -20,26 +19,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from nas.cli.launch import EXIT_BAD_INPUT, EXIT_PREEMPTED, fail, is_rank0
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 GROUPS = ("space", "search", "selection", "data", "experiment")
-EXIT_BAD_INPUT = 2
-EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
-
-
-def _reports() -> bool:
-    """Whether this process prints errors: the first process of each machine (errors about
-    data are per machine), or the only process."""
-    return os.environ.get("LOCAL_RANK", "0") == "0"
-
-
-def _is_rank0() -> bool:
-    return os.environ.get("RANK", "0") == "0"
 
 
 def _fail(message: str) -> NoReturn:
-    if _reports():
-        print(f"nas-search: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(EXIT_BAD_INPUT)
+    fail("nas-search", message)
 
 
 def check_group_choices(argv: list[str]) -> None:
@@ -64,7 +51,7 @@ def _search(cfg: DictConfig) -> None:
     try:
         result = run_search(cfg, run_dir)
     except Preempted as p:
-        if _is_rank0():
+        if is_rank0():
             overrides = " ".join(HydraConfig.get().overrides.task)
             print(
                 f"nas-search: preempted; checkpoint written to {p.checkpoint}. Resume with: "
@@ -77,7 +64,7 @@ def _search(cfg: DictConfig) -> None:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     finally:
         distributed.shutdown()
-    if not _is_rank0():
+    if not is_rank0():
         return
     print(f"run folder: {result.run_dir}")
     print(f"genotype ({OmegaConf.select(cfg, 'selection.name')}): {result.genotype}")

@@ -17,7 +17,6 @@ configs are the search's ``configs/data``, which this wrapper puts on Hydra's se
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -26,28 +25,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from nas.cli.launch import EXIT_BAD_INPUT, EXIT_PREEMPTED, fail, is_rank0
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
 GROUP_DIRS = {"data": CONFIG_DIR / "data", "experiment": TRAIN_CONFIG_DIR / "experiment"}
-EXIT_BAD_INPUT = 2
-EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
 _QUOTE_IF = ("|", "{", "(")  # genotype text Hydra's override grammar would misread
 
 
-def _reports() -> bool:
-    """Whether this process prints errors: the first process of each machine (errors about
-    data are per machine), or the only process."""
-    return os.environ.get("LOCAL_RANK", "0") == "0"
-
-
-def _is_rank0() -> bool:
-    return os.environ.get("RANK", "0") == "0"
-
-
 def _fail(message: str) -> NoReturn:
-    if _reports():
-        print(f"nas-train: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(EXIT_BAD_INPUT)
+    fail("nas-train", message)
 
 
 def group_options(group: str) -> list[str]:
@@ -104,7 +91,7 @@ def _train(cfg: DictConfig) -> None:
     try:
         if bool(cfg.eval_only):
             results = run_eval(cfg)
-            if _is_rank0():
+            if is_rank0():
                 print(
                     f"eval {results['checkpoint']} (epoch {results['epoch']}) on {results['data']} "
                     f"({results['test_images']} images): test_loss {results['test_loss']:.4f}  "
@@ -119,7 +106,7 @@ def _train(cfg: DictConfig) -> None:
             return
         result = run_train(cfg, run_dir)
     except Preempted as p:
-        if _is_rank0():
+        if is_rank0():
             overrides = " ".join(HydraConfig.get().overrides.task)
             print(
                 f"nas-train: preempted; checkpoint written to {p.checkpoint}. Resume with: "
@@ -132,7 +119,7 @@ def _train(cfg: DictConfig) -> None:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     finally:
         distributed.shutdown()
-    if _is_rank0():
+    if is_rank0():
         r = result.results
         final, best = r["final"], r["best"]
         print(
