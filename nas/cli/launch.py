@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_BAD_INPUT = 2
@@ -28,3 +29,18 @@ def fail(program: str, message: str) -> NoReturn:
     if reports_errors():
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
     sys.exit(EXIT_BAD_INPUT)
+
+
+def exit_preempted(program: str, checkpoint: Path, run_dir: Path) -> NoReturn:
+    """After SIGTERM: say where the checkpoint is and how to resume (rank 0), exit with 143."""
+    if is_rank0():
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = " ".join(HydraConfig.get().overrides.task)
+        print(
+            f"{program}: preempted; checkpoint written to {checkpoint}. Resume with: "
+            f"{program} {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
+            file=sys.stderr,
+            flush=True,
+        )
+    sys.exit(EXIT_PREEMPTED)

@@ -19,7 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nas.cli.launch import EXIT_BAD_INPUT, EXIT_PREEMPTED, fail, is_rank0
+from nas.cli.launch import EXIT_BAD_INPUT, exit_preempted, fail, is_rank0
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 GROUPS = ("space", "search", "selection", "data", "experiment")
@@ -51,15 +51,7 @@ def _search(cfg: DictConfig) -> None:
     try:
         result = run_search(cfg, run_dir)
     except Preempted as p:
-        if is_rank0():
-            overrides = " ".join(HydraConfig.get().overrides.task)
-            print(
-                f"nas-search: preempted; checkpoint written to {p.checkpoint}. Resume with: "
-                f"nas-search {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
-                file=sys.stderr,
-                flush=True,
-            )
-        sys.exit(EXIT_PREEMPTED)
+        exit_preempted("nas-search", p.checkpoint, run_dir)
     except (SearchError, ValueError, FileNotFoundError) as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     finally:

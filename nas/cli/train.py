@@ -25,7 +25,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from nas.cli.launch import EXIT_BAD_INPUT, EXIT_PREEMPTED, fail, is_rank0
+from nas.cli.launch import EXIT_BAD_INPUT, exit_preempted, fail, is_rank0
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
@@ -106,15 +106,7 @@ def _train(cfg: DictConfig) -> None:
             return
         result = run_train(cfg, run_dir)
     except Preempted as p:
-        if is_rank0():
-            overrides = " ".join(HydraConfig.get().overrides.task)
-            print(
-                f"nas-train: preempted; checkpoint written to {p.checkpoint}. Resume with: "
-                f"nas-train {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
-                file=sys.stderr,
-                flush=True,
-            )
-        sys.exit(EXIT_PREEMPTED)
+        exit_preempted("nas-train", p.checkpoint, run_dir)
     except (TrainError, ValueError, FileNotFoundError) as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     finally:
