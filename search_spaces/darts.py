@@ -20,10 +20,21 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from search_spaces.genotype import AnyGenotype, DartsGenotype
-from search_spaces.ops import FactorizedReduce, Identity, ReLUConvBN, build_op
+from search_spaces.ops import (
+    FactorizedReduce,
+    Identity,
+    ReLUConvBN,
+    ReLUFirst,
+    build_op,
+    concat_channels,
+)
 from search_spaces.published import resolve_genotype
+
+# Ops that start with a ReLU of their input (``after_relu`` skips it).
+RELU_FIRST = (ReLUFirst, FactorizedReduce)
 
 
 def drop_path(x: Tensor, drop_prob: float) -> Tensor:
@@ -32,7 +43,8 @@ def drop_path(x: Tensor, drop_prob: float) -> Tensor:
         return x
     keep_prob = 1.0 - drop_prob
     mask = torch.empty(x.shape[0], 1, 1, 1, dtype=x.dtype, device=x.device).bernoulli_(keep_prob)
-    return x / keep_prob * mask
+    # One pass over x (x * (mask / keep)) instead of the reference's two (x / keep, then * mask).
+    return x * mask.div_(keep_prob)
 
 
 def as_darts_genotype(genotype: AnyGenotype | str) -> DartsGenotype:
@@ -58,7 +70,7 @@ class Cell(nn.Module):
     ) -> None:
         super().__init__()
         if reduction_prev:
-            self.preprocess0: nn.Module = FactorizedReduce(C_prev_prev, C)
+            self.preprocess0: FactorizedReduce | ReLUConvBN = FactorizedReduce(C_prev_prev, C)
         else:
             self.preprocess0 = ReLUConvBN(C_prev_prev, C, 1, 1, 0)
         self.preprocess1 = ReLUConvBN(C_prev, C, 1, 1, 0)
@@ -76,17 +88,33 @@ class Cell(nn.Module):
         )
 
     def forward(self, s0: Tensor, s1: Tensor, drop_prob: float) -> Tensor:
-        states = [self.preprocess0(s0), self.preprocess1(s1)]
+        return self.after_relu(F.relu(s0), F.relu(s1), drop_prob)
+
+    def after_relu(self, r0: Tensor, r1: Tensor, drop_prob: float) -> Tensor:
+        """The cell on its inputs already passed through ReLU (both preprocessings start so).
+
+        The network computes each cell output's ReLU once for the two cells that read it. Inside,
+        each state's ReLU is computed once for all the ops that start with one (sep / dil convs,
+        ``FactorizedReduce``): the reference's arithmetic, with fewer ReLUs in both passes.
+        """
+        states = [self.preprocess0.after_relu(r0), self.preprocess1.after_relu(r1)]
+        relued: dict[int, Tensor] = {}
         for i in range(self._steps):
-            node: Tensor | int = 0
+            node: Tensor | None = None
             for j in (2 * i, 2 * i + 1):
-                op = self._ops[j]
-                h = op(states[self._indices[j]])
+                op, index = self._ops[j], self._indices[j]
+                if isinstance(op, RELU_FIRST):
+                    if index not in relued:
+                        relued[index] = F.relu(states[index])
+                    h = op.after_relu(relued[index])
+                else:
+                    h = op(states[index])
                 if self.training and drop_prob > 0.0 and not isinstance(op, Identity):
                     h = drop_path(h, drop_prob)
-                node = node + h
+                node = h if node is None else node + h
+            assert node is not None
             states.append(node)
-        return torch.cat([states[i] for i in self._concat], dim=1)
+        return concat_channels([states[i] for i in self._concat])
 
 
 class AuxiliaryHeadCIFAR(nn.Module):
@@ -109,6 +137,10 @@ class AuxiliaryHeadCIFAR(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.features(x).flatten(1))
 
+    def after_relu(self, x: Tensor) -> Tensor:
+        """``forward`` of an input already passed through the head's first ReLU."""
+        return self.classifier(self.features[1:](x).flatten(1))
+
 
 class AuxiliaryHeadImageNet(nn.Module):
     """Auxiliary classifier on the 14x14 map; no BN after the 768-channel conv (as published)."""
@@ -128,6 +160,10 @@ class AuxiliaryHeadImageNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.features(x).flatten(1))
+
+    def after_relu(self, x: Tensor) -> Tensor:
+        """``forward`` of an input already passed through the head's first ReLU."""
+        return self.classifier(self.features[1:](x).flatten(1))
 
 
 class _DartsNetwork(nn.Module):
@@ -163,14 +199,24 @@ class _DartsNetwork(nn.Module):
         return C_prev
 
     def _run_cells(self, s0: Tensor, s1: Tensor) -> tuple[Tensor, Tensor | None]:
+        # Every cell starts both inputs with a ReLU, and cell k's output is read by cells k+1 and
+        # k+2 (and the auxiliary head, which starts with a ReLU too): one ReLU per output.
+        r1 = F.relu(s1)
+        r0 = r1 if s0 is s1 else F.relu(s0)
         logits_aux = None
+        out = s1
+        last = len(self.cells) - 1
         for i, cell in enumerate(self.cells):
-            s0, s1 = s1, cell(s0, s1, self.drop_path_prob)
+            assert isinstance(cell, Cell)
+            out = cell.after_relu(r0, r1, self.drop_path_prob)
+            if i == last:
+                break
+            r0, r1 = r1, F.relu(out)
             if i == 2 * self._layers // 3 and self.auxiliary_head is not None and self.training:
-                logits_aux = self.auxiliary_head(s1)
-        return s1, logits_aux
+                logits_aux = self.auxiliary_head.after_relu(r1)
+        return out, logits_aux
 
-    auxiliary_head: nn.Module | None
+    auxiliary_head: AuxiliaryHeadCIFAR | AuxiliaryHeadImageNet | None
 
 
 class NetworkCIFAR(_DartsNetwork):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 OpFactory = Callable[..., nn.Module]
 
@@ -41,6 +42,43 @@ NB201_OPS: tuple[str, ...] = (
     "nor_conv_3x3",
     "avg_pool_3x3",
 )
+
+
+def _layout_of(x: Tensor) -> torch.memory_format:
+    """NHWC (``channels_last``) for a 4-d tensor that is not NCHW-contiguous, else NCHW."""
+    if x.dim() == 4 and not x.is_contiguous():
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _dense_like(grad: Tensor) -> Tensor:
+    """``grad`` made dense in the layout of the tensor it was sliced from (a copy if strided)."""
+    return grad.contiguous(memory_format=_layout_of(grad))
+
+
+class _ConcatChannels(torch.autograd.Function):
+    """``torch.cat(xs, dim=1)`` whose backward hands each input a dense gradient.
+
+    ``cat``'s own backward returns channel slices of the output's gradient: in NHWC
+    (``channels_last``) those are strided views, and every consumer downstream (BN, ReLU,
+    drop-path, conv backward) then falls back to slow strided kernels or returns NCHW results
+    that mismatch the NHWC activations. One copy here is cheaper than that. The backward is
+    made of differentiable ops, so double backward still works.
+    """
+
+    @staticmethod
+    def forward(ctx, *xs: Tensor) -> Tensor:
+        ctx.sizes = [x.shape[1] for x in xs]
+        return torch.cat(xs, dim=1)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, ...]:
+        return tuple(_dense_like(g) for g in grad.split(ctx.sizes, dim=1))
+
+
+def concat_channels(xs: list[Tensor]) -> Tensor:
+    """Concatenate NCHW or NHWC feature maps along channels (dense gradients in the backward)."""
+    return _ConcatChannels.apply(*xs)
 
 
 class Zero(nn.Module):
@@ -69,6 +107,32 @@ class Identity(nn.Module):
         return x
 
 
+class _EvenOddPixels(torch.autograd.Function):
+    """``(x[:, :, ::2, ::2], x[:, :, 1::2, 1::2])`` as dense maps in x's layout.
+
+    Slicing's own backward zero-fills a full-size gradient per slice (in NCHW even for an NHWC
+    input) and adds the two; this one fills one zero map in the input's layout and writes both
+    slices into it. Differentiable ops throughout, so double backward works.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> tuple[Tensor, Tensor]:
+        layout = _layout_of(x)
+        ctx.shape, ctx.layout = x.shape, layout
+        even = x[:, :, ::2, ::2].contiguous(memory_format=layout)
+        odd = x[:, :, 1::2, 1::2].contiguous(memory_format=layout)
+        return even, odd
+
+    @staticmethod
+    def backward(ctx, g_even: Tensor, g_odd: Tensor) -> Tensor:
+        grad = torch.empty(
+            ctx.shape, dtype=g_even.dtype, device=g_even.device, memory_format=ctx.layout
+        ).zero_()
+        grad[:, :, ::2, ::2] = g_even
+        grad[:, :, 1::2, 1::2] = g_odd
+        return grad
+
+
 class FactorizedReduce(nn.Module):
     """Halve H and W: ReLU, two 1x1 stride-2 convs (the second shifted by one pixel), concat, BN."""
 
@@ -84,11 +148,45 @@ class FactorizedReduce(nn.Module):
         self.bn = nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.relu(x)
-        return self.bn(torch.cat([self.conv_1(x), self.conv_2(x[:, :, 1:, 1:])], dim=1))
+        # A 1x1 conv at stride 2 reads only the even pixels (conv_1) or, shifted by one, the odd
+        # ones (conv_2), and ReLU commutes with picking pixels: so pick first, then ReLU and
+        # convolve at stride 1. The same arithmetic as the reference's ReLU -> stride-2 convs,
+        # on a quarter of the pixels (no full-size ReLU, no copy of the shifted input, no
+        # full-size zero-filled gradient for the slice in the backward).
+        even, odd = _EvenOddPixels.apply(x)
+        return self._convolve(self.relu(even), self.relu(odd))
+
+    def after_relu(self, x: Tensor) -> Tensor:
+        """``forward`` of an input already passed through the ReLU (see ``ReLUFirst``)."""
+        return self._convolve(*_EvenOddPixels.apply(x))
+
+    def _convolve(self, even: Tensor, odd: Tensor) -> Tensor:
+        return self.bn(
+            concat_channels(
+                [
+                    F.conv2d(even, self.conv_1.weight, self.conv_1.bias),
+                    F.conv2d(odd, self.conv_2.weight, self.conv_2.bias),
+                ]
+            )
+        )
 
 
-class ReLUConvBN(nn.Sequential):
+class ReLUFirst(nn.Sequential):
+    """A sequence of layers whose first is a ReLU of the input.
+
+    ``after_relu(relu(x))`` equals ``forward(x)``: a discrete cell computes the ReLU of a state
+    once and hands it to every op that starts with one (the reference recomputes it per op).
+    ``after_relu`` calls the layers after the ReLU, so hooks on the sequence itself or on its
+    ReLU do not fire there.
+    """
+
+    def after_relu(self, x: Tensor) -> Tensor:
+        for layer in list(self)[1:]:
+            x = layer(x)
+        return x
+
+
+class ReLUConvBN(ReLUFirst):
     """ReLU, conv, BN: the DARTS cell preprocessing (1x1) and NB201's ``nor_conv_kxk``."""
 
     def __init__(
@@ -110,7 +208,7 @@ class ReLUConvBN(nn.Sequential):
         )
 
 
-class DilConv(nn.Sequential):
+class DilConv(ReLUFirst):
     """ReLU, depthwise kxk conv (dilation d), pointwise 1x1 conv, BN."""
 
     def __init__(
@@ -135,7 +233,7 @@ class DilConv(nn.Sequential):
         )
 
 
-class SepConv(nn.Sequential):
+class SepConv(ReLUFirst):
     """A depthwise-separable conv applied twice, the first at the op's stride (DARTS)."""
 
     def __init__(

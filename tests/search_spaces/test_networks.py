@@ -78,3 +78,92 @@ def test_summary_counts_macs():
         torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5)), (3, 2, 2)
     )
     assert linear_only.macs == 60
+
+
+def _reference_forward(net, x, masks):
+    """quark0/darts' forward, module by module: a ReLU per op, torch.cat, x / keep * mask.
+
+    ``masks`` holds the drop-path masks our forward drew, in the order it drew them, so both
+    forwards drop the same samples.
+    """
+    from search_spaces.ops import FactorizedReduce, Identity
+
+    keep = 1.0 - net.drop_path_prob
+    masks = iter(masks)
+
+    def run(module, x):
+        if isinstance(module, FactorizedReduce):  # ReLU, stride-2 convs on x and x[1:, 1:]
+            x = torch.relu(x)
+            return module.bn(torch.cat([module.conv_1(x), module.conv_2(x[:, :, 1:, 1:])], 1))
+        return module(x)
+
+    def cell_forward(cell, s0, s1):
+        states = [run(cell.preprocess0, s0), run(cell.preprocess1, s1)]
+        for i in range(cell._steps):
+            node = 0
+            for j in (2 * i, 2 * i + 1):
+                op = cell._ops[j]
+                h = run(op, states[cell._indices[j]])
+                if not isinstance(op, Identity):
+                    h = h / keep * next(masks)
+                node = node + h
+            states.append(node)
+        return torch.cat([states[i] for i in cell._concat], dim=1)
+
+    if isinstance(net, NetworkImageNet):
+        s0 = net.stem0(x)
+        s1 = net.stem1(s0)
+    else:
+        s0 = s1 = net.stem(x)
+    logits_aux = None
+    for i, cell in enumerate(net.cells):
+        s0, s1 = s1, cell_forward(cell, s0, s1)
+        if i == 2 * net._layers // 3:
+            logits_aux = net.auxiliary_head(s1.clone())  # its first ReLU is in place
+    return net.classifier(net.global_pooling(s1).flatten(1)), logits_aux
+
+
+@pytest.mark.parametrize("network", ["cifar", "imagenet"])
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_forward_and_gradients_equal_the_reference_formulation(network, layout, monkeypatch):
+    """Shared ReLUs, the even/odd pixel FactorizedReduce, dense concat gradients and one-pass
+    drop-path compute the reference's function: in float64 the outputs and every parameter's
+    gradient agree to rounding (1e-10 relative), with drop-path on and the auxiliary head."""
+    import search_spaces.darts as darts
+
+    torch.manual_seed(0)
+    if network == "cifar":
+        net = NetworkCIFAR(8, 10, 5, True, "DARTS_V2")
+        x = torch.randn(3, 3, 32, 32)
+    else:
+        net = NetworkImageNet(8, 10, 5, True, "DARTS_V2")
+        x = torch.randn(3, 3, 224, 224)
+    net = net.double().to(memory_format=layout)
+    x = x.double().contiguous(memory_format=layout)
+    net.drop_path_prob = 0.3
+    net.train()
+
+    masks: list[torch.Tensor] = []
+    real_drop_path = darts.drop_path
+
+    def recording_drop_path(h, p):
+        out = real_drop_path(h, p)
+        masks.append((out != 0).flatten(1).any(1).to(h.dtype).view(-1, 1, 1, 1))
+        return out
+
+    monkeypatch.setattr(darts, "drop_path", recording_drop_path)
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    logits, aux = net(x)
+    (logits.square().sum() + aux.square().sum()).backward()
+    ours = [p.grad.clone() for p in net.parameters()]
+    assert masks and any(m.sum() < len(m) for m in masks)  # drop-path did drop samples
+
+    net.load_state_dict(state)  # BN running statistics as before our forward
+    net.zero_grad()
+    ref_logits, ref_aux = _reference_forward(net, x, masks)
+    (ref_logits.square().sum() + ref_aux.square().sum()).backward()
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(aux, ref_aux, rtol=1e-10, atol=1e-12)
+    for (name, p), g in zip(net.named_parameters(), ours, strict=True):
+        scale = p.grad.abs().max().item() + 1e-30
+        assert (g - p.grad).abs().max().item() <= 1e-10 * scale, name
