@@ -30,6 +30,7 @@ from search_spaces.ops import (
     ReLUFirst,
     build_op,
     concat_channels,
+    concat_relu,
 )
 from search_spaces.published import resolve_genotype
 
@@ -37,14 +38,19 @@ from search_spaces.published import resolve_genotype
 RELU_FIRST = (ReLUFirst, FactorizedReduce)
 
 
+def drop_path_scale(x: Tensor, drop_prob: float) -> Tensor:
+    """Per-sample factors of drop-path on ``x``: 0 with probability ``drop_prob``, else 1/keep."""
+    keep_prob = 1.0 - drop_prob
+    mask = torch.empty(x.shape[0], 1, 1, 1, dtype=x.dtype, device=x.device).bernoulli_(keep_prob)
+    return mask.div_(keep_prob)
+
+
 def drop_path(x: Tensor, drop_prob: float) -> Tensor:
     """Zero whole samples with probability ``drop_prob`` and rescale the rest (not in place)."""
     if drop_prob <= 0.0:
         return x
-    keep_prob = 1.0 - drop_prob
-    mask = torch.empty(x.shape[0], 1, 1, 1, dtype=x.dtype, device=x.device).bernoulli_(keep_prob)
     # One pass over x (x * (mask / keep)) instead of the reference's two (x / keep, then * mask).
-    return x * mask.div_(keep_prob)
+    return x * drop_path_scale(x, drop_prob)
 
 
 def as_darts_genotype(genotype: AnyGenotype | str) -> DartsGenotype:
@@ -54,6 +60,16 @@ def as_darts_genotype(genotype: AnyGenotype | str) -> DartsGenotype:
             f"expected a DARTS-style genotype for a DARTS network, got the NB201 arch {g}"
         )
     return g
+
+
+def _node_sum(terms: list[tuple[Tensor, Tensor | None]]) -> Tensor:
+    """``sum(h * scale)`` over a node's two ops, ``scale`` None for no drop-path (one pass each)."""
+    (a, sa), (b, sb) = terms
+    if sa is None and sb is not None:
+        (a, sa), (b, sb) = (b, sb), (a, sa)
+    if sb is None:
+        return a + b if sa is None else torch.addcmul(b, a, sa)
+    return torch.addcmul(a * sa if sa is not None else a, b, sb)
 
 
 class Cell(nn.Module):
@@ -90,17 +106,22 @@ class Cell(nn.Module):
     def forward(self, s0: Tensor, s1: Tensor, drop_prob: float) -> Tensor:
         return self.after_relu(F.relu(s0), F.relu(s1), drop_prob)
 
-    def after_relu(self, r0: Tensor, r1: Tensor, drop_prob: float) -> Tensor:
+    def after_relu(
+        self, r0: Tensor, r1: Tensor, drop_prob: float, *, relu_output: bool = False
+    ) -> Tensor:
         """The cell on its inputs already passed through ReLU (both preprocessings start so).
 
-        The network computes each cell output's ReLU once for the two cells that read it. Inside,
-        each state's ReLU is computed once for all the ops that start with one (sep / dil convs,
-        ``FactorizedReduce``): the reference's arithmetic, with fewer ReLUs in both passes.
+        The network computes each cell output's ReLU once for the two cells that read it, in the
+        concatenation itself (``relu_output``: the output is only ever read through a ReLU,
+        except the last cell's). Inside, each state's ReLU is computed once for all the ops
+        that start with one (sep / dil convs, ``FactorizedReduce``), and drop-path's per-sample
+        factors are applied in the node's sum: the reference's arithmetic in fewer passes.
         """
         states = [self.preprocess0.after_relu(r0), self.preprocess1.after_relu(r1)]
         relued: dict[int, Tensor] = {}
+        dropping = self.training and drop_prob > 0.0
         for i in range(self._steps):
-            node: Tensor | None = None
+            terms: list[tuple[Tensor, Tensor | None]] = []
             for j in (2 * i, 2 * i + 1):
                 op, index = self._ops[j], self._indices[j]
                 if isinstance(op, RELU_FIRST):
@@ -109,12 +130,11 @@ class Cell(nn.Module):
                     h = op.after_relu(relued[index])
                 else:
                     h = op(states[index])
-                if self.training and drop_prob > 0.0 and not isinstance(op, Identity):
-                    h = drop_path(h, drop_prob)
-                node = h if node is None else node + h
-            assert node is not None
-            states.append(node)
-        return concat_channels([states[i] for i in self._concat])
+                drop = dropping and not isinstance(op, Identity)
+                terms.append((h, drop_path_scale(h, drop_prob) if drop else None))
+            states.append(_node_sum(terms))
+        nodes = [states[i] for i in self._concat]
+        return concat_relu(nodes) if relu_output else concat_channels(nodes)
 
 
 class AuxiliaryHeadCIFAR(nn.Module):
@@ -208,10 +228,10 @@ class _DartsNetwork(nn.Module):
         last = len(self.cells) - 1
         for i, cell in enumerate(self.cells):
             assert isinstance(cell, Cell)
-            out = cell.after_relu(r0, r1, self.drop_path_prob)
             if i == last:
+                out = cell.after_relu(r0, r1, self.drop_path_prob)
                 break
-            r0, r1 = r1, F.relu(out)
+            r0, r1 = r1, cell.after_relu(r0, r1, self.drop_path_prob, relu_output=True)
             if i == 2 * self._layers // 3 and self.auxiliary_head is not None and self.training:
                 logits_aux = self.auxiliary_head.after_relu(r1)
         return out, logits_aux

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 OpFactory = Callable[..., nn.Module]
@@ -74,6 +75,46 @@ class _ConcatChannels(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, ...]:
         return tuple(_dense_like(g) for g in grad.split(ctx.sizes, dim=1))
+
+
+class _ConcatReLU(torch.autograd.Function):
+    """``relu(torch.cat(xs, dim=1))`` in one pass: each input's ReLU written into its channels.
+
+    Saves the concatenation's write and re-read and, in the backward, the copy to dense
+    gradients (``threshold_backward`` writes them directly). Once differentiable: discrete
+    networks are trained, never differentiated twice.
+    """
+
+    @staticmethod
+    def forward(ctx, *xs: Tensor) -> Tensor:
+        first = xs[0]
+        channels = sum(x.shape[1] for x in xs)
+        out = torch.empty(
+            (first.shape[0], channels, *first.shape[2:]),
+            dtype=first.dtype,
+            device=first.device,
+            memory_format=_layout_of(first),
+        )
+        for x, part in zip(xs, out.split([x.shape[1] for x in xs], dim=1), strict=True):
+            torch.clamp_min(x, 0, out=part)
+        ctx.sizes = [x.shape[1] for x in xs]
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, ...]:
+        (out,) = ctx.saved_tensors
+        grads = []
+        for g, y in zip(grad.split(ctx.sizes, dim=1), out.split(ctx.sizes, dim=1), strict=True):
+            dense = torch.empty_like(y, memory_format=_layout_of(out))
+            grads.append(torch.ops.aten.threshold_backward.grad_input(g, y, 0, grad_input=dense))
+        return tuple(grads)
+
+
+def concat_relu(xs: list[Tensor]) -> Tensor:
+    """``relu(cat(xs, dim=1))`` in one pass over the data (see ``_ConcatReLU``)."""
+    return _ConcatReLU.apply(*xs)
 
 
 def concat_channels(xs: list[Tensor]) -> Tensor:

@@ -126,8 +126,8 @@ def _reference_forward(net, x, masks):
 @pytest.mark.parametrize("network", ["cifar", "imagenet"])
 @pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
 def test_forward_and_gradients_equal_the_reference_formulation(network, layout, monkeypatch):
-    """Shared ReLUs, the even/odd pixel FactorizedReduce, dense concat gradients and one-pass
-    drop-path compute the reference's function: in float64 the outputs and every parameter's
+    """Shared ReLUs, the even/odd pixel FactorizedReduce, the fused concat (+ ReLU), dense
+    concat gradients and drop-path folded into the node sums compute the reference's function: in float64 the outputs and every parameter's
     gradient agree to rounding (1e-10 relative), with drop-path on and the auxiliary head."""
     import search_spaces.darts as darts
 
@@ -144,14 +144,14 @@ def test_forward_and_gradients_equal_the_reference_formulation(network, layout, 
     net.train()
 
     masks: list[torch.Tensor] = []
-    real_drop_path = darts.drop_path
+    real_scale = darts.drop_path_scale
 
-    def recording_drop_path(h, p):
-        out = real_drop_path(h, p)
-        masks.append((out != 0).flatten(1).any(1).to(h.dtype).view(-1, 1, 1, 1))
-        return out
+    def recording_scale(h, p):
+        scale = real_scale(h, p)
+        masks.append((scale != 0).to(h.dtype))
+        return scale
 
-    monkeypatch.setattr(darts, "drop_path", recording_drop_path)
+    monkeypatch.setattr(darts, "drop_path_scale", recording_scale)
     state = {k: v.clone() for k, v in net.state_dict().items()}
     logits, aux = net(x)
     (logits.square().sum() + aux.square().sum()).backward()
