@@ -8,9 +8,12 @@ momentum 0.9 with weight decay, gradient clipping 5. The protocol of
 whole process, one fresh process per configuration.
 
 * ``reference``: what quark0/darts ``train.py`` does per step, on modern PyTorch: the same
-  network in fp32 NCHW, ``optimizer.zero_grad()``, SGD and ``clip_grad_norm_`` without
-  ``foreach`` (one kernel per parameter tensor, as in the PyTorch of 2019), and drop-path with
-  our out-of-place semantics (the reference's in-place ``mul_`` breaks autograd today);
+  network (same modules and parameters) run by the reference's forward
+  (``search_spaces.reference_forward``: a ReLU per op, stride-2 ``FactorizedReduce`` on the
+  full map, ``torch.cat``, drop-path as divide-then-multiply, out of place because the
+  reference's in-place ``mul_`` breaks autograd today) in fp32 NCHW, ``optimizer.zero_grad()``,
+  SGD and ``clip_grad_norm_`` without ``foreach`` (one kernel per parameter tensor, as in the
+  PyTorch of 2019);
 * ``ours``: ``TrainRun._train_step`` of ``nas.train.loop``, the code ``nas-train`` runs: NHWC
   (``channels_last``) activations and weights, ``foreach`` SGD and clipping, running metric
   sums kept on the device (no ``.item()`` per step);
@@ -58,6 +61,7 @@ def reference_step_fn():
     from torch import nn
 
     from search_spaces.darts import NetworkCIFAR
+    from search_spaces.reference_forward import reference_forward
 
     model = NetworkCIFAR(C, 10, LAYERS, True, "DARTS_V2")
     model.drop_path_prob = DROP_PATH
@@ -70,7 +74,7 @@ def reference_step_fn():
     def step() -> None:
         x, y = _batch(channels_last=False)
         optimizer.zero_grad()
-        logits, logits_aux = model(x)
+        logits, logits_aux = reference_forward(model, x)
         loss = criterion(logits, y)
         loss = loss + AUX_WEIGHT * criterion(logits_aux, y)
         loss.backward()

@@ -4,6 +4,7 @@ import torch
 from nas.summary import count_parameters, summarize
 from search_spaces import published_genotype, published_names
 from search_spaces.darts import NetworkCIFAR, NetworkImageNet, drop_path
+from search_spaces.reference_forward import reference_forward
 
 
 def test_darts_v2_cifar_has_the_reference_parameter_count():
@@ -80,55 +81,13 @@ def test_summary_counts_macs():
     assert linear_only.macs == 60
 
 
-def _reference_forward(net, x, masks):
-    """quark0/darts' forward, module by module: a ReLU per op, torch.cat, x / keep * mask.
-
-    ``masks`` holds the drop-path masks our forward drew, in the order it drew them, so both
-    forwards drop the same samples.
-    """
-    from search_spaces.ops import FactorizedReduce, Identity
-
-    keep = 1.0 - net.drop_path_prob
-    masks = iter(masks)
-
-    def run(module, x):
-        if isinstance(module, FactorizedReduce):  # ReLU, stride-2 convs on x and x[1:, 1:]
-            x = torch.relu(x)
-            return module.bn(torch.cat([module.conv_1(x), module.conv_2(x[:, :, 1:, 1:])], 1))
-        return module(x)
-
-    def cell_forward(cell, s0, s1):
-        states = [run(cell.preprocess0, s0), run(cell.preprocess1, s1)]
-        for i in range(cell._steps):
-            node = 0
-            for j in (2 * i, 2 * i + 1):
-                op = cell._ops[j]
-                h = run(op, states[cell._indices[j]])
-                if not isinstance(op, Identity):
-                    h = h / keep * next(masks)
-                node = node + h
-            states.append(node)
-        return torch.cat([states[i] for i in cell._concat], dim=1)
-
-    if isinstance(net, NetworkImageNet):
-        s0 = net.stem0(x)
-        s1 = net.stem1(s0)
-    else:
-        s0 = s1 = net.stem(x)
-    logits_aux = None
-    for i, cell in enumerate(net.cells):
-        s0, s1 = s1, cell_forward(cell, s0, s1)
-        if i == 2 * net._layers // 3:
-            logits_aux = net.auxiliary_head(s1.clone())  # its first ReLU is in place
-    return net.classifier(net.global_pooling(s1).flatten(1)), logits_aux
-
-
 @pytest.mark.parametrize("network", ["cifar", "imagenet"])
 @pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
 def test_forward_and_gradients_equal_the_reference_formulation(network, layout, monkeypatch):
-    """Shared ReLUs, the even/odd pixel FactorizedReduce, the fused concat (+ ReLU), dense
-    concat gradients and drop-path folded into the node sums compute the reference's function: in float64 the outputs and every parameter's
-    gradient agree to rounding (1e-10 relative), with drop-path on and the auxiliary head."""
+    """Shared ReLUs, the even/odd-pixel FactorizedReduce, the fused concat (+ ReLU), dense
+    concat gradients and drop-path folded into the node sums compute the reference's function
+    (``reference_forward``): in float64 the outputs and every parameter's gradient agree to
+    rounding (1e-10 relative), with drop-path on and the auxiliary head."""
     import search_spaces.darts as darts
 
     torch.manual_seed(0)
@@ -160,7 +119,8 @@ def test_forward_and_gradients_equal_the_reference_formulation(network, layout, 
 
     net.load_state_dict(state)  # BN running statistics as before our forward
     net.zero_grad()
-    ref_logits, ref_aux = _reference_forward(net, x, masks)
+    drawn = iter(masks)
+    ref_logits, ref_aux = reference_forward(net, x, mask=lambda h, p: next(drawn))
     (ref_logits.square().sum() + ref_aux.square().sum()).backward()
     torch.testing.assert_close(logits, ref_logits, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(aux, ref_aux, rtol=1e-10, atol=1e-12)
