@@ -9,10 +9,13 @@ input image in eval mode (auxiliary heads do not run there), the convention of t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from search_spaces.ops import FactorizedReduce
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,20 @@ def count_macs(model: nn.Module, input_size: tuple[int, int, int]) -> int:
         assert isinstance(m, nn.Linear)
         total += m.in_features * m.out_features
 
+    def factorized_reduce_macs(c_in: int) -> Callable[..., None]:
+        def hook(m: nn.Module, inp: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+            nonlocal total
+            total += out[0].numel() * c_in  # each value the BN normalises cost C_in MACs
+
+        return hook
+
     hooks = []
     for m in model.modules():
-        if isinstance(m, nn.Conv2d):
+        if isinstance(m, FactorizedReduce):
+            # Its two 1x1 convs run as functions on the picked pixels and are entered through
+            # ``after_relu`` as well as ``forward``: count them where both paths meet, its BN.
+            hooks.append(m.bn.register_forward_hook(factorized_reduce_macs(m.conv_1.in_channels)))
+        elif isinstance(m, nn.Conv2d):
             hooks.append(m.register_forward_hook(conv_hook))
         elif isinstance(m, nn.Linear):
             hooks.append(m.register_forward_hook(linear_hook))

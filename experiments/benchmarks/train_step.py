@@ -14,9 +14,12 @@ whole process, one fresh process per configuration.
   reference's in-place ``mul_`` breaks autograd today) in fp32 NCHW, ``optimizer.zero_grad()``,
   SGD and ``clip_grad_norm_`` without ``foreach`` (one kernel per parameter tensor, as in the
   PyTorch of 2019);
-* ``ours``: ``TrainRun._train_step`` of ``nas.train.loop``, the code ``nas-train`` runs: NHWC
-  (``channels_last``) activations and weights, ``foreach`` SGD and clipping, running metric
-  sums kept on the device (no ``.item()`` per step);
+* ``ours``: ``TrainRun._train_step`` of ``nas.train.loop``, the code ``nas-train`` runs: the
+  network's own forward (one ReLU per state shared by the ops that read it, ``FactorizedReduce``
+  on the even/odd pixels, concat + ReLU in one pass, drop-path folded into the node sums; the
+  same function, see ``search_spaces.reference_forward``), NHWC (``channels_last``)
+  activations and weights, ``foreach`` SGD and clipping, running metric sums kept on the
+  device (no ``.item()`` per step);
 * ``ours-bf16``: the same with ``amp=bf16`` (bfloat16 autocast; on CPUs with AMX or
   AVX512-BF16 the convolutions run in bf16);
 * ``ours-compile`` (only with ``--compile``): the same with ``compile=true`` (a cold compile on

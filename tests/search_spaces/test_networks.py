@@ -74,7 +74,7 @@ def test_summary_counts_macs():
     s = summarize(NetworkCIFAR(36, 10, 20, True, "DARTS_V2"), (3, 32, 32))
     assert s.params_without_aux == 3_349_342
     # stem conv alone: 32*32 outputs x 108 channels x 3*3*3 = 2,985,984 MACs; whole net ~0.53G
-    assert 500e6 < s.macs < 560e6
+    assert s.macs == 528_359_040  # the count of the reference-style (module by module) forward
     linear_only = summarize(
         torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5)), (3, 2, 2)
     )
