@@ -137,7 +137,21 @@ class Cell(nn.Module):
         return concat_relu(nodes) if relu_output else concat_channels(nodes)
 
 
-class AuxiliaryHeadCIFAR(nn.Module):
+class _AuxiliaryHead(nn.Module):
+    """``features`` (starting with a ReLU) then a linear classifier of the flattened result."""
+
+    features: nn.Sequential
+    classifier: nn.Linear
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+    def after_relu(self, x: Tensor) -> Tensor:
+        """``forward`` of an input already passed through the head's first ReLU."""
+        return self.classifier(self.features[1:](x).flatten(1))
+
+
+class AuxiliaryHeadCIFAR(_AuxiliaryHead):
     """Auxiliary classifier on the 8x8 feature map of cell ``2 * layers // 3``."""
 
     def __init__(self, C: int, num_classes: int) -> None:
@@ -154,15 +168,8 @@ class AuxiliaryHeadCIFAR(nn.Module):
         )
         self.classifier = nn.Linear(768, num_classes)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.classifier(self.features(x).flatten(1))
 
-    def after_relu(self, x: Tensor) -> Tensor:
-        """``forward`` of an input already passed through the head's first ReLU."""
-        return self.classifier(self.features[1:](x).flatten(1))
-
-
-class AuxiliaryHeadImageNet(nn.Module):
+class AuxiliaryHeadImageNet(_AuxiliaryHead):
     """Auxiliary classifier on the 14x14 map; no BN after the 768-channel conv (as published)."""
 
     def __init__(self, C: int, num_classes: int) -> None:
@@ -177,13 +184,6 @@ class AuxiliaryHeadImageNet(nn.Module):
             nn.ReLU(inplace=True),
         )
         self.classifier = nn.Linear(768, num_classes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.classifier(self.features(x).flatten(1))
-
-    def after_relu(self, x: Tensor) -> Tensor:
-        """``forward`` of an input already passed through the head's first ReLU."""
-        return self.classifier(self.features[1:](x).flatten(1))
 
 
 class _DartsNetwork(nn.Module):
@@ -236,7 +236,7 @@ class _DartsNetwork(nn.Module):
                 logits_aux = self.auxiliary_head.after_relu(r1)
         return out, logits_aux
 
-    auxiliary_head: AuxiliaryHeadCIFAR | AuxiliaryHeadImageNet | None
+    auxiliary_head: _AuxiliaryHead | None
 
 
 class NetworkCIFAR(_DartsNetwork):

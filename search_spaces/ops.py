@@ -88,16 +88,15 @@ class _ConcatReLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *xs: Tensor) -> Tensor:
         first = xs[0]
-        channels = sum(x.shape[1] for x in xs)
+        ctx.sizes = [x.shape[1] for x in xs]
         out = torch.empty(
-            (first.shape[0], channels, *first.shape[2:]),
+            (first.shape[0], sum(ctx.sizes), *first.shape[2:]),
             dtype=first.dtype,
             device=first.device,
             memory_format=_layout_of(first),
         )
-        for x, part in zip(xs, out.split([x.shape[1] for x in xs], dim=1), strict=True):
+        for x, part in zip(xs, out.split(ctx.sizes, dim=1), strict=True):
             torch.clamp_min(x, 0, out=part)
-        ctx.sizes = [x.shape[1] for x in xs]
         ctx.save_for_backward(out)
         return out
 
