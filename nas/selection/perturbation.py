@@ -11,11 +11,18 @@ Architecture Selection in Differentiable NAS", ICLR 2021 (Alg. 1 and 2):
   random), repeatedly remove the edge whose removal leaves the highest accuracy (lowest loss)
   until two remain;
 * between projections the supernet is fine-tuned for ``proj_intv`` epochs: SGD with a fresh
-  momentum at lr = search lr x ``tune_lr_factor``, cosine to ``tune_lr_min`` over all tuning
-  epochs (NB201: constant), the architecture training on unless the strategy fixes alpha.
+  momentum at lr = search lr x ``tune_lr_factor``, held constant as the reference does on every
+  space (``sota/cnn/projection.py`` builds a cosine scheduler but never steps it;
+  ``nasbench201/projection.py`` builds none); ``tune_lr_schedule: cosine`` anneals it to
+  ``tune_lr_min`` instead (what that unstepped scheduler would have done). The architecture
+  keeps training unless the strategy fixes alpha.
 
-Projection k happens at tuning epoch k * ``proj_intv``; after the last one, one more epoch tunes
-(DARTS space: 14 op + 3 topology projections per cell type, ``16 * proj_intv + 1`` epochs).
+The candidates of an edge are all its unmasked ops, ``none`` included (the reference tries
+every op index). The tuning schedule is the reference's for each family: DARTS-style spaces
+(14 op + 3 topology projections per cell type) tune ``16 * proj_intv + 1`` epochs with
+projection k at epoch k * ``proj_intv`` (the last one at epoch 80 for ``proj_intv`` 5);
+NB201 tunes ``proj_intv * (6 - 1)`` epochs with projection k at epoch
+``min(k * proj_intv, tune_epochs - 1)``: 0, 5, 10, 15, 20 and 24 for ``proj_intv`` 5.
 
 Unlike the reference, the edge and node order comes from a seeded generator stored in the
 checkpoint, and every decision is saved there too, so an interrupted selection resumes to the
@@ -156,8 +163,8 @@ class PerturbationSelection(Selector):
         criterion: str = "acc",
         num_val_batches: int | None = None,
         tune_lr_factor: float = 0.1,
+        tune_lr_schedule: str = "constant",
         tune_lr_min: float = 0.001,
-        constant_lr: bool | None = None,
         reuse_prefix: bool = True,
         seed: int = 0,
     ) -> None:
@@ -178,12 +185,17 @@ class PerturbationSelection(Selector):
                 f"selection.tune_lr_factor must be > 0 and tune_lr_min >= 0, got "
                 f"{tune_lr_factor}, {tune_lr_min}"
             )
+        if tune_lr_schedule not in ("constant", "cosine"):
+            raise ValueError(
+                "selection.tune_lr_schedule must be 'constant' (the reference) or 'cosine', "
+                f"got {tune_lr_schedule!r}"
+            )
         self.proj_intv = proj_intv
         self.criterion = criterion
         self.num_val_batches = num_val_batches
         self.tune_lr_factor = float(tune_lr_factor)
         self.tune_lr_min = float(tune_lr_min)
-        self.constant_lr = constant_lr
+        self.tune_lr_schedule = tune_lr_schedule
         self.reuse_prefix = reuse_prefix
         self.seed = int(seed)
         # progress, all of it in the checkpoint
@@ -217,7 +229,20 @@ class PerturbationSelection(Selector):
         return plan
 
     def tune_epochs(self, strategy: SearchStrategy) -> int:
-        return self.proj_intv * (len(self.projection_plan(strategy)) - 1) + 1
+        """Fine-tuning epochs: ``proj_intv * (projections - 1)``, plus one on DARTS-style
+        spaces (``sota/cnn/projection.py``: ``proj_intv * num_projs + 1``;
+        ``nasbench201/projection.py``: ``proj_intv * (num_edges - 1)``)."""
+        extra = 1 if strategy.supernet.space.family == "darts" else 0
+        return self.proj_intv * (len(self.projection_plan(strategy)) - 1) + extra
+
+    def projections_due(self, strategy: SearchStrategy, epoch: int) -> int:
+        """How many projections are done once tuning epoch ``epoch`` has started: projection k
+        at epoch ``min(k * proj_intv, tune_epochs - 1)``, the reference's ``epoch % proj_intv
+        == 0 or epoch == tune_epochs - 1`` (all at once when ``proj_intv`` is 0)."""
+        num = len(self.projection_plan(strategy))
+        if self.proj_intv == 0 or epoch >= self.tune_epochs(strategy) - 1:
+            return num
+        return min(epoch // self.proj_intv + 1, num)
 
     # ---------------------------------------------------------------------- decisions
 
@@ -256,12 +281,10 @@ class PerturbationSelection(Selector):
         edge = self._pick(edges)
         space_edge = strategy.supernet.space.cells[cell_type].edges[edge]
         mask = strategy.supernet.op_mask(cell_type)[edge]
-        family = strategy.supernet.space.family
-        candidates = [
-            k
-            for k, op in enumerate(space_edge.ops)
-            if bool(mask[k]) and not (family == "darts" and op == "none")
-        ]
+        # every op the edge still has, `none` included: the reference loops over all op
+        # indices (sota/cnn/projection.py project_op). Removing `none` leaves the supernet as it
+        # is, so `none` wins when no other op's removal lowers the accuracy.
+        candidates = [k for k in range(len(space_edge.ops)) if bool(mask[k])]
         base = self._base_weights(strategy)
         variants = []
         for k in candidates:
@@ -353,21 +376,16 @@ class PerturbationSelection(Selector):
             )
         ctx = context
         plan = self.projection_plan(strategy)
-        total = self.tune_epochs(strategy)
-        constant = (
-            self.constant_lr
-            if self.constant_lr is not None
-            else strategy.supernet.space.family == "nb201"
-        )
+        # proj_intv 0: one pass that projects everything and tunes nothing
+        total = max(self.tune_epochs(strategy), 1)
         lr0 = ctx.search_lr * self.tune_lr_factor
         if not self.started:
             ctx.reset_weight_optimizer(lr0)  # the reference's reset_optimizer: fresh momentum
             self.started = True
         while self.tune_epoch < total:
             e = self.tune_epoch
-            # projection k is due at tuning epoch k * proj_intv (all at once when proj_intv = 0);
             # after a resume in the middle of an epoch its projections are already done
-            due = len(plan) if self.proj_intv == 0 else min(e // self.proj_intv + 1, len(plan))
+            due = self.projections_due(strategy, e)
             if self.projections_done < due:
                 while self.projections_done < due:
                     kind = plan[self.projections_done]
@@ -385,7 +403,7 @@ class PerturbationSelection(Selector):
             if self.proj_intv == 0:  # no fine-tuning at all
                 self.tune_epoch = total
                 break
-            if constant:
+            if self.tune_lr_schedule == "constant":
                 lr = lr0
             else:
                 lr = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -162,7 +164,107 @@ def test_plan_and_tuning_epochs():
     assert pt.projection_plan(s) == ["op"] * 14 + ["edge"] * 3
     assert pt.tune_epochs(s) == 16 * 5 + 1
     nb = _attach(build_supernet("nb201", C=4, layers=1, num_classes=10), "darts")
-    assert pt.projection_plan(nb) == ["op"] * 6 and pt.tune_epochs(nb) == 26
+    # nasbench201/projection.py: tune_epochs = proj_intv * (num_edges - 1), no extra epoch
+    assert pt.projection_plan(nb) == ["op"] * 6 and pt.tune_epochs(nb) == 25
+
+
+class TuningContext(FakeContext):
+    """Records the learning rate of every tuning epoch and when each decision was taken."""
+
+    def __init__(self, batches):
+        super().__init__(batches)
+        self.lrs: list[float] = []
+        self.decided_at: list[int] = []
+        self.resets: list[float] = []
+
+    def train_epoch(self, *, key, lr, update_arch, desc):
+        self.lrs.append(lr)
+        return {}
+
+    def reset_weight_optimizer(self, lr):
+        self.resets.append(lr)
+
+    def log(self, event, **values):
+        super().log(event, **values)
+        if event == "pt_decision":
+            self.decided_at.append(len(self.lrs))  # tuning epochs finished before it
+
+
+def _tiny_batches(num_classes=10, hw=8):
+    torch.manual_seed(2)
+    return [(torch.randn(4, 3, hw, hw), torch.randint(0, num_classes, (4,)))]
+
+
+def test_nb201_tunes_25_epochs_with_projections_at_the_reference_epochs():
+    """nasbench201/projection.py: 25 epochs, projections at 0, 5, 10, 15, 20 and 24."""
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    strategy = _attach(net, "darts")
+    ctx = TuningContext(_tiny_batches())
+    PerturbationSelection(proj_intv=5).select(strategy, context=ctx)
+    assert len(ctx.lrs) == 25
+    assert ctx.decided_at == [0, 5, 10, 15, 20, 24]
+
+
+@pytest.mark.parametrize("space", ["s5", "nb201"])
+def test_tuning_lr_is_constant_by_default_on_every_space(space):
+    """The reference holds search lr / 10 (sota/cnn/projection.py never steps its cosine)."""
+    net = build_supernet(space, C=4, layers=3 if space == "s5" else 1, num_classes=10)
+    strategy = _attach(net, "darts")
+    ctx = TuningContext(_tiny_batches())
+    PerturbationSelection(proj_intv=1, num_val_batches=1).select(strategy, context=ctx)
+    assert ctx.resets == [pytest.approx(0.025 / 10, rel=1e-15)]
+    assert len(ctx.lrs) == (17 if space == "s5" else 5)
+    assert ctx.lrs == [ctx.resets[0]] * len(ctx.lrs)
+    if space == "s5":  # the last of 17 projections at epoch 16, then one more epoch
+        assert ctx.decided_at == sorted([*range(17), *range(17)])
+
+
+def test_tuning_lr_cosine_option():
+    net = build_supernet("s5", C=4, layers=3, num_classes=10)
+    strategy = _attach(net, "darts")
+    ctx = TuningContext(_tiny_batches())
+    pt = PerturbationSelection(proj_intv=1, num_val_batches=1, tune_lr_schedule="cosine")
+    pt.select(strategy, context=ctx)
+    total = 17
+    expected = [
+        0.001 + (0.0025 - 0.001) * (1 + math.cos(math.pi * e / total)) / 2 for e in range(total)
+    ]
+    assert ctx.lrs == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="selection.tune_lr_schedule must be 'constant'"):
+        PerturbationSelection(tune_lr_schedule="step")
+
+
+def test_candidates_include_none_and_none_can_win():
+    """S3 (none, skip, sep): the reference measures `none` too. On the edge below, removing
+    skip_connect restores the labels' network and removing the (zeroed) sep_conv changes
+    nothing, so no removal lowers the accuracy below that of removing `none`: `none` wins."""
+    torch.manual_seed(0)
+    net = build_supernet("s3", C=4, layers=3, num_classes=100)
+    strategy = _attach(net, "darts")
+    ops = net.space.cells["normal"].edges[0].ops
+    assert ops == ("none", "skip_connect", "sep_conv_3x3")
+    target = 9  # an edge between two intermediate nodes (stride 1 in every cell)
+    for cell in net.cells:
+        if not cell.reduction:
+            _zero_out(cell.ops[target], ops.index("skip_connect"))
+    for e in range(14):  # every other normal edge decided: only `target` is left to project
+        if e != target:
+            strategy.project_edge_to_op("normal", e, ops.index("sep_conv_3x3"))
+    teacher = strategy.arch_weights(sample=False)
+    teacher["normal"][target] = 0.0  # the labels come from the network without that edge
+    torch.manual_seed(1)
+    batches = []
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(64, 3, 8, 8)
+            batches.append((x, net(x, teacher).argmax(1)))
+    ctx = FakeContext(batches)
+    decision = PerturbationSelection(proj_intv=0).project_op(ctx, strategy, "normal")
+    assert decision["edge"] == target
+    assert decision["candidates"] == list(ops)
+    acc = dict(zip(decision["candidates"], decision["acc"]))
+    assert acc["skip_connect"] == 1.0 and acc["none"] == acc["sep_conv_3x3"] < 1.0
+    assert decision["chosen"] == "none"
 
 
 @pytest.mark.parametrize(
