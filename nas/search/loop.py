@@ -431,7 +431,9 @@ class SearchRun:
                 train_set,
                 weight_fraction=float(data.get("weight_fraction", 0.1)),
                 arch_fraction=float(data.get("arch_fraction", 0.025)),
-                seed=int(self.cfg.seed),
+                # the subsets are a property of the data, not of the run: every seed searches
+                # on the same images (DrNAS sampled them once, offline)
+                seed=int(data.get("subset_seed", 0)),
             )
         return search_split(train_set, train_portion=float(data.train_portion))
 
