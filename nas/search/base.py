@@ -107,6 +107,7 @@ class SearchStrategy(nn.Module, abc.ABC):
         arch_weight_decay: float,
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
+        arch_grad_clip: float | None = None,
     ) -> None:
         super().__init__()
         if arch_lr <= 0:
@@ -115,11 +116,20 @@ class SearchStrategy(nn.Module, abc.ABC):
             raise ValueError(f"search.arch_betas must be two numbers in [0, 1), got {arch_betas}")
         if arch_weight_decay < 0:
             raise ValueError(f"search.arch_weight_decay must be >= 0, got {arch_weight_decay}")
+        if arch_grad_clip is not None and (
+            isinstance(arch_grad_clip, bool)
+            or not isinstance(arch_grad_clip, (int, float))
+            or arch_grad_clip <= 0
+        ):
+            raise ValueError(
+                f"search.arch_grad_clip must be a positive number or null, got {arch_grad_clip!r}"
+            )
         self.arch_lr = float(arch_lr)
         self.arch_betas = (float(arch_betas[0]), float(arch_betas[1]))
         self.arch_weight_decay = float(arch_weight_decay)
         self.init_scale = float(init_scale)
         self.fix_alpha = bool(fix_alpha)
+        self.arch_grad_clip = None if arch_grad_clip is None else float(arch_grad_clip)
         self.arch_params = nn.ParameterDict()
         self._ctx: SearchContext | None = None
         self.arch_optimizer: torch.optim.Optimizer | None = None
@@ -358,7 +368,8 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     def apply_arch_grads(self, grads: Sequence[Tensor | None]) -> None:
         """Sum ``grads`` (this process's share) over the ranks, add the regulariser's
-        gradient, and take the Adam step."""
+        gradient, clip the whole to norm ``arch_grad_clip`` if set (DrNAS's ImageNet search,
+        train_search_imagenet.py), and take the Adam step."""
         assert self.arch_optimizer is not None
         alphas = self.arch_parameters()
         summed = D.sum_over_ranks(grads, alphas)
@@ -366,6 +377,10 @@ class SearchStrategy(nn.Module, abc.ABC):
         self.arch_optimizer.zero_grad(set_to_none=True)
         for p, g in zip(alphas, total):
             p.grad = g  # None (no rank had a gradient): Adam leaves the parameter alone
+        if self.arch_grad_clip is not None:
+            with_grad = [p for p in alphas if p.grad is not None]
+            if with_grad:
+                nn.utils.clip_grad_norm_(with_grad, self.arch_grad_clip, foreach=True)
         self.arch_optimizer.step()
 
     def arch_step(

@@ -44,6 +44,7 @@ class DARTS(SearchStrategy):
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
         unrolled_r: float = 0.01,
+        arch_grad_clip: float | None = None,
     ) -> None:
         super().__init__(
             arch_lr=arch_lr,
@@ -51,6 +52,7 @@ class DARTS(SearchStrategy):
             arch_weight_decay=arch_weight_decay,
             init_scale=init_scale,
             fix_alpha=fix_alpha,
+            arch_grad_clip=arch_grad_clip,
         )
         if order not in (1, 2):
             raise ValueError(f"search.order must be 1 or 2, got {order!r}")

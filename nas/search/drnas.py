@@ -136,6 +136,7 @@ class DrNAS(DARTS):
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
         unrolled_r: float = 0.01,
+        arch_grad_clip: float | None = None,
         reg_type: str = "l2",
         reg_scale: float = 1e-3,
         stages: list[dict[str, int]] | None = None,
@@ -173,6 +174,7 @@ class DrNAS(DARTS):
             init_scale=init_scale,
             fix_alpha=fix_alpha,
             unrolled_r=unrolled_r,
+            arch_grad_clip=arch_grad_clip,
         )
         self.reg_type = reg_type
         self.reg_scale = float(reg_scale)

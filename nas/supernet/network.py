@@ -5,7 +5,8 @@ knowing nothing about search strategies: ``forward(x, weights)`` takes the mixin
 each cell type (``ArchWeights``: cell type -> ``weights_EO`` = [edges, ops]).
 
 * ``DartsSupernet``: the search network of DARTS (Liu et al., ICLR 2019, ``model_search.py``):
-  stem Conv3x3(3 -> 3C) + BN, ``layers`` cells with reductions at ``layers // 3`` and
+  stem Conv3x3(3 -> 3C) + BN (``stem="imagenet"``: PC-DARTS / DrNAS's three stride-2 convs
+  3 -> 3C/2 -> 3C -> 3C), ``layers`` cells with reductions at ``layers // 3`` and
   ``2 * layers // 3``, each cell's 4 nodes summing mixed ops over all earlier states, output =
   concat of the 4 nodes; BN without affine parameters throughout the cells, and a BN after each
   pool. At C=16, 8 layers, 10 classes: 1,930,618 parameters, as the reference.
@@ -213,20 +214,23 @@ class DartsSupernet(Supernet):
             )
             C_prev_prev, C_prev, C_curr = C_curr, C_curr, C
             reduction_prev = False
-        else:  # PC-DARTS / DrNAS ImageNet search: three stride-2 convs take 224 to 28
+        else:  # PC-DARTS / DrNAS ImageNet search: three stride-2 convs take 224 to 28, at
+            # stem_multiplier x C channels (DrNAS model_search_imagenet.py: C_curr = 3C, so
+            # 3 -> 72 -> 144 -> 144 at C=48)
+            C_stem = stem_multiplier * C
             self.stem0 = nn.Sequential(
-                nn.Conv2d(3, C // 2, 3, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(C // 2),
+                nn.Conv2d(3, C_stem // 2, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(C_stem // 2),
                 nn.ReLU(inplace=True),
-                nn.Conv2d(C // 2, C, 3, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(C),
+                nn.Conv2d(C_stem // 2, C_stem, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(C_stem),
             )
             self.stem1 = nn.Sequential(
                 nn.ReLU(inplace=True),
-                nn.Conv2d(C, C, 3, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(C),
+                nn.Conv2d(C_stem, C_stem, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(C_stem),
             )
-            C_prev_prev, C_prev, C_curr = C, C, C
+            C_prev_prev, C_prev, C_curr = C_stem, C_stem, C
             reduction_prev = True
         self.cells = nn.ModuleList()
         for i in range(layers):

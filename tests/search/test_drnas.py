@@ -197,3 +197,19 @@ def test_partial_channels_that_do_not_divide_are_rejected_at_attach():
     )
     with pytest.raises(ValueError, match="partial-channel K=3 does not divide the 16 channels"):
         s.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
+
+
+def test_arch_gradient_clipped_to_arch_grad_clip():
+    """DrNAS's ImageNet search clips the architecture gradient to norm 5 (train_search_imagenet.py);
+    the option clips the summed gradient before the Adam step, and is off by default."""
+    batch = _batch()
+    norms = {}
+    for clip in (None, 1e-4):
+        net, _, s = _setup("darts", C=4, layers=3, arch_grad_clip=clip)
+        s.begin_step(0)
+        s.arch_step(batch, batch)
+        norms[clip] = float(torch.norm(torch.stack([p.grad.norm() for p in s.arch_parameters()])))
+    assert norms[None] > 1e-3
+    assert norms[1e-4] == pytest.approx(1e-4, rel=1e-4)
+    with pytest.raises(ValueError, match="search.arch_grad_clip must be a positive number"):
+        DrNAS(arch_grad_clip=0)

@@ -113,3 +113,26 @@ def test_bad_supernet_arguments():
         build_supernet("foo", C=4, layers=3, num_classes=10)
     with pytest.raises(ValueError, match="layers must be at least 3"):
         build_supernet("darts", C=4, layers=2, num_classes=10)
+
+
+def test_imagenet_search_stem_is_the_darts_imagenet_stem_at_3c():
+    """DrNAS model_search_imagenet.py: stem0 3 -> 3C/2 -> 3C, stem1 3C -> 3C (C=48: 72, 144)."""
+    net = build_supernet(
+        "s5", C=48, layers=3, num_classes=1000, partial_channels=6, stem="imagenet"
+    )
+    assert isinstance(net, DartsSupernet)
+    convs = [m for m in (*net.stem0, *net.stem1) if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels, c.stride) for c in convs] == [
+        (3, 72, (2, 2)),
+        (72, 144, (2, 2)),
+        (144, 144, (2, 2)),
+    ]
+    first = net.cells[0]
+    assert first.preprocess0.conv_1.in_channels == 144  # after a reduction: FactorizedReduce
+    assert (
+        next(m for m in first.preprocess1.modules() if isinstance(m, torch.nn.Conv2d)).in_channels
+        == 144
+    )
+    small = build_supernet("s5", C=4, layers=3, num_classes=10, stem="imagenet")
+    out = small(torch.randn(2, 3, 32, 32), _uniform(small))
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
