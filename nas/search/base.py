@@ -244,6 +244,11 @@ class SearchStrategy(nn.Module, abc.ABC):
         return None
 
     @property
+    def stage_start_epochs(self) -> list[int]:
+        """The epochs at which a new stage of the strategy's schedule starts (none by default)."""
+        return []
+
+    @property
     def total_epochs(self) -> int | None:
         """The number of epochs the strategy's schedule spans, if it has one."""
         return None

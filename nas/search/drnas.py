@@ -192,6 +192,14 @@ class DrNAS(DARTS):
     def total_epochs(self) -> int | None:
         return sum(s.epochs for s in self.stages) if self.stages else None
 
+    @property
+    def stage_start_epochs(self) -> list[int]:
+        starts, start = [], 0
+        for s in (self.stages or [])[:-1]:
+            start += s.epochs
+            starts.append(start)
+        return starts
+
     def initial_partial_channels(self) -> int | None:
         return self.stages[0].partial_channels if self.stages else None
 

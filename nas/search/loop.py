@@ -33,7 +33,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -221,12 +221,31 @@ def _start_epoch(
 
 
 def lr_factor(
-    *, epochs: int, lr: float, lr_min: float, warmup_epochs: int = 0
+    *,
+    epochs: int,
+    lr: float,
+    lr_min: float,
+    warmup_epochs: int = 0,
+    stage_lr: str = "cosine",
+    stage_starts: Sequence[int] = (),
 ) -> Callable[[int], float]:
-    """The weight learning rate of epoch e as a factor of ``lr``: cosine from ``lr`` to
-    ``lr_min`` over all epochs (SGDR without restarts, as every reference), and during the
-    first ``warmup_epochs`` the linear warm-up ``(e + 1) / warmup_epochs`` in its place (DrNAS's
-    ImageNet search)."""
+    """The weight learning rate of epoch e as a factor of ``lr``.
+
+    ``stage_lr="cosine"`` (default): cosine from ``lr`` to ``lr_min`` over all epochs (SGDR
+    without restarts, as every reference intends), and during the first ``warmup_epochs`` the
+    linear warm-up ``(e + 1) / warmup_epochs`` in its place (DrNAS's ImageNet search).
+    ``stage_lr="reference"``: what the DrNAS reference code computes, ``reference_stage_lrs``."""
+    if stage_lr == "reference":
+        lrs = reference_stage_lrs(
+            epochs=epochs,
+            lr=lr,
+            lr_min=lr_min,
+            warmup_epochs=warmup_epochs,
+            stage_starts=stage_starts,
+        )
+        return lambda epoch: lrs[min(epoch, epochs - 1)] / lr
+    if stage_lr != "cosine":
+        raise SearchError(f"optimizer.stage_lr must be 'cosine' or 'reference', got {stage_lr!r}")
 
     def factor(epoch: int) -> float:
         if epoch < warmup_epochs:
@@ -235,6 +254,40 @@ def lr_factor(
         return cosine / lr
 
     return factor
+
+
+def reference_stage_lrs(
+    *, epochs: int, lr: float, lr_min: float, warmup_epochs: int, stage_starts: Sequence[int]
+) -> list[float]:
+    """The weight lr of every epoch as the DrNAS reference runs it (train_search.py,
+    train_search_imagenet.py, 201-space/train_search_progressive.py, with net2wider.py's
+    ``configure_optimizer`` / ``configure_scheduler``).
+
+    Its ``CosineAnnealingLR(T_max=epochs)`` steps at the end of every epoch in PyTorch's
+    chainable form, ``lr_t = lr_min + (lr_(t-1) - lr_min) * (1 + cos(pi t / T)) /
+    (1 + cos(pi (t-1) / T))``, from whatever the optimiser's lr is. At each stage change the
+    reference builds a fresh SGD at the base ``lr`` and a new scheduler into which it loads the
+    old one's state (``last_epoch`` included), so the chain restarts from ``lr`` mid-way:
+    stage 2 of a 25 + 25 search runs at ``lr_min + (lr - lr_min) * c(e) / c(25)``, c(e) = 1 +
+    cos(pi e / 50), twice the intended cosine (epoch 25: 0.1 instead of 0.05). During the
+    ImageNet warm-up the reference overwrites the lr with ``lr (e + 1) / warmup_epochs`` at the
+    start of each epoch, and the chain after it goes on from the last warm-up lr."""
+    lrs: list[float] = []
+    current = lr  # a new scheduler's first step (last_epoch 0) leaves the base lr
+    starts = set(stage_starts)
+    for epoch in range(epochs):
+        if epoch in starts:
+            current = lr  # the fresh SGD of the new stage, at the base lr
+        if epoch < warmup_epochs:
+            current = lr * (epoch + 1) / warmup_epochs
+        lrs.append(current)
+        t = epoch + 1  # scheduler.step() at the end of the epoch
+        denominator = 1 + math.cos(math.pi * (t - 1) / epochs)
+        if denominator > 0:  # t <= epochs: the chainable form is defined
+            current = (
+                lr_min + (current - lr_min) * (1 + math.cos(math.pi * t / epochs)) / denominator
+            )
+    return lrs
 
 
 def _autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
@@ -367,6 +420,8 @@ class SearchRun:
                 lr=float(opt_cfg.lr),
                 lr_min=float(opt_cfg.lr_min),
                 warmup_epochs=int(opt_cfg.get("warmup_epochs", 0) or 0),
+                stage_lr=str(opt_cfg.get("stage_lr", "cosine")),
+                stage_starts=self.strategy.stage_start_epochs,
             ),
         )
         try:
