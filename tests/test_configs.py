@@ -86,3 +86,20 @@ def test_drnas_paper_settings_by_name():
 def test_every_registered_plugin_has_a_config():
     assert set(STRATEGIES.names()) <= set(_options("search"))
     assert set(SELECTORS.names()) <= set(_options("selection"))
+
+
+def test_reference_settings_of_the_fidelity_review():
+    """Settings checked line by line against the reference code (experiments/*/README.md)."""
+    for name in ("pt_nb201", "pt_nb201_fix_alpha", "drnas_pt_nb201"):
+        assert _compose(f"experiment={name}").epochs == 100  # nasbench201/train_search.py
+    cfg = _compose("experiment=drnas_nb201_progressive")
+    assert cfg.search.arch_start_epoch == 10  # train_search_progressive.py: `if epoch >= 10`
+    assert [dict(s) for s in cfg.search.stages] == [
+        {"epochs": 50, "partial_channels": 4, "keep": 5},
+        {"epochs": 50, "partial_channels": 2, "keep": 3},
+    ]
+    cfg = _compose("experiment=drnas_imagenet")
+    assert cfg.search.arch_grad_clip == 5.0  # train_search_imagenet.py clips arch grads to 5
+    assert cfg.optimizer.stage_lr == "cosine"  # the intended schedule; `reference` on request
+    selector = instantiate(_without_name(_compose("experiment=pt_darts_cifar10").selection))
+    assert selector.tune_lr_schedule == "constant" and selector.tune_lr_factor == 0.1
