@@ -11,8 +11,10 @@ each cell type (``ArchWeights``: cell type -> ``weights_EO`` = [edges, ops]).
   concat of the 4 nodes; BN without affine parameters throughout the cells, and a BN after each
   pool. At C=16, 8 layers, 10 classes: 1,930,618 parameters, as the reference.
 * ``NB201Supernet``: the NAS-Bench-201 search network (Dong & Yang, ICLR 2020): the
-  ``TinyNetwork`` layout with searchable cells (BN without affine parameters, no BN after pools)
-  and ResNet-block reductions.
+  ``TinyNetwork`` layout with searchable cells (BN without affine parameters that tracks
+  running statistics, ``affine=False, track_running_stats=True`` as the search models of
+  DARTS-PT and DrNAS, so eval mode normalises with them; no BN after pools) and ResNet-block
+  reductions.
 
 Both also carry per-edge op masks (a buffer per cell type; masked ops never run) and partial
 channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive learning uses.
@@ -327,7 +329,7 @@ class NB201Supernet(Supernet):
         N: int = 5,
         num_classes: int = 10,
         partial_channels: int = 1,
-        track_running_stats: bool = False,
+        track_running_stats: bool = True,
     ) -> None:
         super().__init__()
         self.space = get_space(space) if isinstance(space, str) else space
@@ -386,10 +388,11 @@ def build_supernet(
     layers: int,
     num_classes: int,
     partial_channels: int = 1,
-    track_running_stats: bool | None = None,
+    track_running_stats: bool = True,
     stem: str = "cifar",
 ) -> Supernet:
-    """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201)."""
+    """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201;
+    ``track_running_stats`` applies to the NB201 cells, whose reference BN tracks them)."""
     s = get_space(space)
     if s.family == "nb201":
         return NB201Supernet(
@@ -398,7 +401,7 @@ def build_supernet(
             N=layers,
             num_classes=num_classes,
             partial_channels=partial_channels,
-            track_running_stats=False if track_running_stats is None else track_running_stats,
+            track_running_stats=track_running_stats,
         )
     return DartsSupernet(
         space=s,

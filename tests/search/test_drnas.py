@@ -213,3 +213,33 @@ def test_arch_gradient_clipped_to_arch_grad_clip():
     assert norms[1e-4] == pytest.approx(1e-4, rel=1e-4)
     with pytest.raises(ValueError, match="search.arch_grad_clip must be a positive number"):
         DrNAS(arch_grad_clip=0)
+
+
+def test_stage_transition_widens_nb201_running_statistics_with_their_channels():
+    """Net2Wider copies BN running statistics with the same channel map as the conv before
+    them (DrNAS net2wider.py BNWider(bn, ..., index=index)): a copied output channel carries
+    its source channel's statistics, and eval mode runs on the widened supernet."""
+    stages = [
+        {"epochs": 1, "partial_channels": 4, "keep": 5},
+        {"epochs": 1, "partial_channels": 2, "keep": 5},
+    ]
+    net, _, s = _setup(stages=stages)
+    for _ in range(2):
+        s.step(_batch(), _batch())
+    op = net.mixed_ops()[0].ops[3]  # nor_conv_3x3: ReLU, conv, BN
+    conv, bn = op[1], op[2]
+    assert bn.track_running_stats and not bn.affine
+    mean_old, var_old = bn.running_mean.clone(), bn.running_var.clone()
+    assert not torch.equal(mean_old, torch.zeros(2))  # statistics were tracked
+    s.on_epoch_end(0)
+    assert bn.running_mean.shape == (4,) and conv.weight.shape[0] == 4
+    assert torch.equal(bn.running_mean[:2], mean_old) and torch.equal(bn.running_var[:2], var_old)
+    for c in (2, 3):  # each new channel: the conv filter and the statistics of one old channel
+        sources = [j for j in range(2) if torch.equal(conv.weight[c, :2], conv.weight[j, :2])]
+        assert sources, c
+        j = sources[0]
+        assert bn.running_mean[c] == bn.running_mean[j] and bn.running_var[c] == bn.running_var[j]
+    net.eval()
+    with torch.no_grad():
+        out = net(_batch()[0], s.arch_weights(sample=False))
+    assert torch.isfinite(out).all()

@@ -136,3 +136,33 @@ def test_imagenet_search_stem_is_the_darts_imagenet_stem_at_3c():
     small = build_supernet("s5", C=4, layers=3, num_classes=10, stem="imagenet")
     out = small(torch.randn(2, 3, 32, 32), _uniform(small))
     assert out.shape == (2, 10) and torch.isfinite(out).all()
+
+
+def test_nb201_cells_track_batch_norm_running_statistics():
+    """Both references build the NB201 search cells with affine=False, track_running_stats=True
+    (darts-pt nasbench201/search_model.py, DrNAS 201-space/search_model.py): eval mode
+    normalises with the running statistics, which live in the state dict (checkpoints)."""
+    torch.manual_seed(0)
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    cell_bns = [
+        m
+        for cell in net.cells
+        if hasattr(cell, "ops")
+        for m in cell.modules()
+        if isinstance(m, torch.nn.BatchNorm2d)
+    ]
+    assert cell_bns and all(not bn.affine and bn.track_running_stats for bn in cell_bns)
+    keys = set(net.state_dict())
+    assert any(k.startswith("cells.0.ops.") and k.endswith("running_mean") for k in keys)
+    x, w = torch.randn(8, 3, 16, 16) * 3 + 1, _uniform(net)
+    net.train()
+    net(x, w)  # one step of running statistics
+    net.eval()
+    with torch.no_grad():
+        eval_out = net(x, w)
+    net.train()
+    with torch.no_grad():
+        train_out = net(x, w)
+    assert not torch.allclose(eval_out, train_out)  # eval mode reads the running statistics
+    off = build_supernet("nb201", C=4, layers=1, num_classes=10, track_running_stats=False)
+    assert not any("cells.0.ops." in k and "running" in k for k in off.state_dict())
