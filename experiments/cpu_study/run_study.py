@@ -4,11 +4,12 @@ on the NAS-Bench-201 space, a few seeds, on the embedded CIFAR-10 subset.
 A sanity study that runs on 2 shared CPU cores in about 15 minutes, not a reproduction: the
 supernet is reduced (C=8, N=1 cell per stage instead of C=16, N=5), it trains for 3 epochs on
 the first 1,600 images of ``cifar10-mini`` (800 for the weights, 800 for the architecture)
-instead of 50-100 epochs on 50,000, and PT fine-tunes for one epoch between projections (6
-more epochs) and scores each candidate on 4 batches. What it does give is each found cell's
-*real* NAS-Bench-201 accuracy (the benchmark's 200-epoch training of that cell), so the
-methods' choices can be compared honestly at this scale. (C=8, N=2 on all 4,000 images takes
-about 80 s an epoch here: 12 runs would need well over an hour.)
+instead of 50-100 epochs on 50,000, and PT fine-tunes for one epoch between projections (5
+tuning epochs, ``proj_intv * (6 - 1)`` as the reference) and scores each candidate on 4
+batches. What it does give is each found cell's *real* NAS-Bench-201 accuracy (the
+benchmark's 200-epoch training of that cell), so the methods' choices can be compared honestly
+at this scale. (C=8, N=2 on all 4,000 images takes about 80 s an epoch here: 12 runs would
+need well over an hour.)
 
     python experiments/cpu_study/run_study.py                 # every run, then the table
     python experiments/cpu_study/run_study.py --table-only    # the table from existing runs
