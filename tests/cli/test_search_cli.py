@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import hooked_cli
 import pytest
 import torch
 
@@ -86,29 +86,26 @@ def test_stdout_names_the_genotype(tmp_path):
     assert "NB201 cell" in proc.stdout and "CIFAR-10" in proc.stdout
 
 
-def _wait_for_checkpoint(run_dir: Path, proc, timeout: float = 300) -> None:
-    ckpt = run_dir / "checkpoints" / "last.pt"
-    t0 = time.time()
-    while not ckpt.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() - t0 < timeout
-        time.sleep(0.02)
-
-
+# Interrupted runs: the hooked program (tests/hooked_cli.py) pauses at an exact step, the test
+# acts (a signal, kill -9, a second run), then lets it go on. TINY: 3 steps per epoch, so step 5
+# is the second step of the second epoch (one epoch-end checkpoint written).
 def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted):
     run_dir = tmp_path / "killed"
-    proc = nas_search(run_dir, "epochs=3", wait=False)
-    _wait_for_checkpoint(run_dir, proc)
-    time.sleep(0.3)  # into the next epoch
-    proc.send_signal(signal.SIGKILL)
+    proc = hooked_cli.start("search", *TINY, "epochs=3", f"hydra.run.dir={run_dir}",
+                            pause_at_step=5)  # fmt: skip
+    hooked_cli.wait_paused(proc)
+    proc.kill()
     proc.wait()
     assert proc.returncode == -signal.SIGKILL  # it really was killed mid-run
     assert not (run_dir / "genotype.json").exists()
+    # the dead run's lock file is left, but the kernel dropped its lock: no stale lock
+    assert (run_dir / ".lock").read_text().startswith(f"pid={proc.pid} ")
     resumed = nas_search(run_dir, "epochs=3", "resume=true")
     assert resumed.returncode == 0, resumed.stderr
     a, b = arch_state(uninterrupted), arch_state(run_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (run_dir / "genotype.json").read_text() == (uninterrupted / "genotype.json").read_text()
+    assert not (run_dir / ".lock").exists()  # a run that ends removes its lock file
     # the resumed log reads as one run: no step logged twice
     steps = [
         json.loads(line)["step"]
@@ -118,21 +115,90 @@ def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted):
     assert steps == sorted(set(steps))
 
 
-def test_sigterm_checkpoints_mid_epoch_and_resumes_exactly(tmp_path, uninterrupted):
-    run_dir = tmp_path / "preempted"
-    proc = nas_search(run_dir, "epochs=3", wait=False)
-    _wait_for_checkpoint(run_dir, proc)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:
-        pytest.skip("the search finished before SIGTERM arrived")
-    assert proc.returncode == 143, err
-    assert "preempted; checkpoint written to" in err and "resume=true" in err
+@pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGTERM, 143, "preempted"),
+                                                      (signal.SIGINT, 130, "interrupted")])  # fmt: skip
+def test_sigterm_and_ctrl_c_checkpoint_at_the_step_and_resume_exactly(
+    tmp_path, uninterrupted, signum, code, word
+):
+    run_dir = tmp_path / "stopped"
+    proc = hooked_cli.start("search", *TINY, "epochs=3", f"hydra.run.dir={run_dir}",
+                            pause_at_step=5)  # fmt: skip
+    hooked_cli.wait_paused(proc)
+    proc.send_signal(signum)
+    _, err = hooked_cli.release(proc)
+    assert proc.returncode == code, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith(f"nas-search: {word}; checkpoint written to {run_dir}")
+    assert lines[-1].endswith(f"hydra.run.dir={run_dir} resume=true")
+    assert len(lines) == (2 if signum == signal.SIGINT else 1), err  # Ctrl-C: a note first
     assert "Traceback" not in err
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
-    assert state["step_in_epoch"] > 0 or state["epoch"] > 0
+    assert (state["epoch"], state["step_in_epoch"]) == (1, 2)  # at the paused step's boundary
     resumed = nas_search(run_dir, "epochs=3", "resume=true")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = arch_state(uninterrupted), arch_state(run_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_second_ctrl_c_stops_at_once_and_never_tears_the_checkpoint(tmp_path, uninterrupted):
+    run_dir = tmp_path / "twice"
+    # paused inside the second checkpoint write: its temporary file is complete, not renamed
+    proc = hooked_cli.start("search", *TINY, "epochs=3", f"hydra.run.dir={run_dir}",
+                            pause_in_save=2)  # fmt: skip
+    hooked_cli.wait_paused(proc)
+    proc.send_signal(signal.SIGINT)
+    assert proc.stderr is not None
+    assert "interrupted; writing a checkpoint" in proc.stderr.readline()  # the first was seen
+    proc.send_signal(signal.SIGINT)
+    _, err = hooked_cli.release(proc)
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("nas-search: stopped at once (Ctrl-C); the "
+                                                   f"last checkpoint {run_dir}")  # fmt: skip
+    assert "Traceback" not in err
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.pt"]
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+    assert (state["epoch"], state["step_in_epoch"]) == (1, 0)  # the first epoch's, whole
+    resumed = nas_search(run_dir, "epochs=3", "resume=true")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = arch_state(uninterrupted), arch_state(run_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_second_run_into_a_busy_folder_is_refused_naming_the_holder(tmp_path):
+    run_dir = tmp_path / "busy"
+    first = hooked_cli.start("search", *TINY, "epochs=1", f"hydra.run.dir={run_dir}",
+                             pause_at_step=1)  # fmt: skip
+    hooked_cli.wait_paused(first)  # it holds the lock, mid-epoch
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    for extra in ([], ["resume=true"]):
+        second = nas_search(run_dir, "epochs=1", *extra)
+        assert second.returncode == 2, second.stderr
+        lines = [line for line in second.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, second.stderr
+        assert f"run folder {run_dir} is in use by another run (pid {first.pid} on host" in lines[0]
+    assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    out, err = hooked_cli.release(first)
+    assert first.returncode == 0, err
+    assert "genotype (argmax)" in out and not (run_dir / ".lock").exists()
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninterrupted):
+    run_dir = tmp_path / "full"
+    proc = hooked_cli.start("search", *TINY, "epochs=3", f"hydra.run.dir={run_dir}",
+                            enospc_in_save=2)  # fmt: skip
+    out, err = hooked_cli.release(proc)
+    assert proc.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"nas-search: error: cannot write {run_dir} (No space left on "
+                               f"device); the last complete checkpoint {run_dir}")  # fmt: skip
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.pt"]
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+    assert state["epoch"] == 1
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        json.loads(line)  # every logged line whole
+    resumed = nas_search(run_dir, "epochs=3", "resume=true")  # room again: it continues
     assert resumed.returncode == 0, resumed.stderr
     a, b = arch_state(uninterrupted), arch_state(run_dir)
     assert all(torch.equal(a[k], b[k]) for k in a)
