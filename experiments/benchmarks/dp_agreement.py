@@ -13,7 +13,9 @@ supernet weights, and the genotypes.
 
 The default setting: NB201 at C=8 with one cell per stage, the first 640 cifar10-mini images
 (320 weight images, 5 steps of 64 per epoch), 2 epochs = 10 steps, first-order DARTS
-(``--search drnas``, ``--order 2`` for the others).
+(``--search drnas``, ``--order 2`` for the others). ``--threads 2`` runs the single process on
+two intra-op threads (torchrun's workers have one each), which changes the order of the sums
+inside the convolutions' backward as well.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from pathlib import Path
 import torch
 
 
-def _run(cmd: list[str]) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+def _run(cmd: list[str], threads: int = 1) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr}")
@@ -49,6 +51,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--order", type=int, default=1)
     parser.add_argument("--search", default="darts", help="darts or drnas")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads of the single process (torchrun gives each worker 1)",
+    )
     args = parser.parse_args()
     overrides = [
         "space=nb201", f"space.C={args.C}", "space.layers=1", f"batch_size={args.batch}",
@@ -59,7 +67,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         one, two = Path(tmp) / "one", Path(tmp) / "two"
         _run([sys.executable, "-m", "nas.cli.search", *overrides, "micro_batches=2",
-              f"hydra.run.dir={one}"])  # fmt: skip
+              f"hydra.run.dir={one}"], threads=args.threads)  # fmt: skip
         _run([sys.executable, "-m", "torch.distributed.run", "--standalone",
               "--nproc_per_node=2", "-m", "nas.cli.search", *overrides,
               f"hydra.run.dir={two}"])  # fmt: skip
@@ -77,7 +85,8 @@ def main() -> None:
     mix_a = {k: v.softmax(-1) for k, v in arch_a.items()}
     mix_b = {k: v.softmax(-1) for k, v in arch_b.items()}
     weights = lambda k: "running" not in k and "num_batches" not in k  # noqa: E731
-    print(f"setting: {' '.join(overrides)}; {len(sa)} steps")
+    print(f"setting: {' '.join(overrides)}; {len(sa)} steps; single process on "
+          f"{args.threads} thread(s), each of the 2 processes on 1")  # fmt: skip
     for key in ("train_loss", "val_loss"):
         first = abs(sa[0][key] - sb[0][key])
         worst = max(abs(x[key] - y[key]) for x, y in zip(sa, sb, strict=True))
