@@ -182,8 +182,9 @@ def _check_job(
             run_dir = Path(str(hydra_node.run.dir))
     except Exception:  # an interpolation only Hydra's run can resolve: Hydra checks the folder
         return
-    _check_writable(run_dir)
-    launch.NEW_DIRS.update(missing_dirs(run_dir))
+    if launch.is_rank0():  # the only process that writes the run folder (and probes it)
+        _check_writable(run_dir)
+        launch.NEW_DIRS.update(missing_dirs(run_dir))
 
 
 def _check_writable(run_dir: Path) -> None:
@@ -195,7 +196,10 @@ def _check_writable(run_dir: Path) -> None:
     missing = missing_dirs(run_dir)
     try:
         if missing:
-            os.mkdir(missing[-1])
+            try:
+                os.mkdir(missing[-1])
+            except FileExistsError:  # created meanwhile (by Hydra in another process): usable
+                return
             os.rmdir(missing[-1])
         else:
             with tempfile.TemporaryFile(dir=run_dir):
