@@ -269,3 +269,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, nas_train, overrides, messag
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("nas-train: error: ")
     assert re.search(message, lines[0]), lines[0]
+
+
+def test_eval_only_writes_no_run_folder(tmp_path, uninterrupted, nas_train):
+    proc = nas_train(tmp_path / "outputs" / "eval", "eval_only=true",
+                     f"checkpoint={uninterrupted}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "test_top1" in proc.stdout
+    assert not (tmp_path / "outputs").exists()  # Hydra's folder for the command, removed
