@@ -47,7 +47,8 @@ class StopSignals:
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is None:
             self.signum = signum
-            if signum == signal.SIGINT:
+            if signum == signal.SIGINT and os.environ.get("RANK", "0") == "0":
+                # once under torchrun (a terminal's Ctrl-C reaches every process);
                 # os.write: print() is not safe inside a handler (it may interrupt a print)
                 os.write(
                     2,
