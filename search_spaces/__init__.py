@@ -2,8 +2,12 @@
 
 Operations (``ops``), spaces as data (``space``), genotypes (``genotype``), published genotypes
 (``published``), and the discrete networks genotypes compile to (``darts``, ``nb201``).
-This package imports only torch, so a published genotype retrains without any search code.
+This package imports only torch, so a published genotype retrains without any search code;
+genotypes, spaces and published names do not even import torch (``OPS`` and ``build_op`` load
+``search_spaces.ops`` when first used), so parsing a genotype is instant.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from search_spaces.genotype import (
     AnyGenotype,
@@ -14,9 +18,21 @@ from search_spaces.genotype import (
     genotype_from_json,
     parse_genotype,
 )
-from search_spaces.ops import DARTS_OPS, NB201_OPS, OPS, build_op
+from search_spaces.op_names import DARTS_OPS, NB201_OPS
 from search_spaces.published import published_genotype, published_names, resolve_genotype
 from search_spaces.space import SPACE_NAMES, CellSpace, Edge, Space, get_space
+
+if TYPE_CHECKING:
+    from search_spaces.ops import OPS, build_op
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("OPS", "build_op"):
+        from search_spaces import ops
+
+        return getattr(ops, name)
+    raise AttributeError(f"module 'search_spaces' has no attribute {name!r}")
+
 
 __all__ = [
     "DARTS_OPS",

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from search_spaces.ops import OPS
+from search_spaces.op_names import OP_NAMES as OPS
 from search_spaces.space import Space, get_space
 
 OpInput = tuple[str, int]

@@ -24,25 +24,10 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-OpFactory = Callable[..., nn.Module]
+# DARTS_OPS, NB201_OPS: re-exported here, where they always were
+from search_spaces.op_names import DARTS_OPS, NB201_OPS, OP_NAMES  # noqa: F401
 
-DARTS_OPS: tuple[str, ...] = (
-    "none",
-    "max_pool_3x3",
-    "avg_pool_3x3",
-    "skip_connect",
-    "sep_conv_3x3",
-    "sep_conv_5x5",
-    "dil_conv_3x3",
-    "dil_conv_5x5",
-)
-NB201_OPS: tuple[str, ...] = (
-    "none",
-    "skip_connect",
-    "nor_conv_1x1",
-    "nor_conv_3x3",
-    "avg_pool_3x3",
-)
+OpFactory = Callable[..., nn.Module]
 
 
 def _layout_of(x: Tensor) -> torch.memory_format:
@@ -412,6 +397,7 @@ OPS: dict[str, OpFactory] = {
     "nor_conv_1x1": _nor_conv(1),
     "nor_conv_3x3": _nor_conv(3),
 }
+assert tuple(OPS) == OP_NAMES, "search_spaces.op_names.OP_NAMES must list OPS in its order"
 
 
 def build_op(

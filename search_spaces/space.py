@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from search_spaces.ops import DARTS_OPS, NB201_OPS, OPS
+from search_spaces.op_names import DARTS_OPS, NB201_OPS
+from search_spaces.op_names import OP_NAMES as OPS
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

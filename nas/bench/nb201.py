@@ -220,7 +220,7 @@ class NB201:
         found = self._arch_index.get(text.strip())
         if found is not None:
             return found
-        # Malformed text: let the genotype module word the error (this imports torch, once).
+        # Malformed text: let the genotype module word the error (it imports no torch).
         from search_spaces.genotype import parse_nb201_arch
 
         found = self._arch_index.get(str(parse_nb201_arch(text)))

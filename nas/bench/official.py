@@ -30,7 +30,9 @@ authors published). And the official file takes ~28 GB of RAM through the offici
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ from nas.bench.container import encode_container, write_container
 from nas.bench.nb201 import DATASETS, NB201, NUM_CELLS
 
 HP_KEYS = {"200": "full", "12": "less"}  # our hp -> the official file's key
+# (schedule, dataset) -> (seeds, epochs, splits): the shape of the arrays
+Layout = dict[tuple[str, str], tuple[int, int, list[str]]]
 _OFFICIAL_KEYS = ("meta_archs", "arch2infos", "evaluated_indexes")
 
 
@@ -79,7 +83,6 @@ def _check_index_map(meta_archs: list[str], path: Path) -> None:
 def official_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(meta, arrays)`` of the ``nb201-curves`` table holding an official file's results."""
     import numpy as np
-    from nas_201_api import ArchResults
 
     path = Path(path)
     data = load_official(path)
@@ -90,21 +93,10 @@ def official_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     n = len(keys)
 
     # Pass 1, on the raw state dicts: how many seeds, epochs and which splits per schedule.
-    layout: dict[tuple[str, str], tuple[int, int, list[str]]] = {}
+    layout: Layout = {}
     for key in keys:
-        for hp, part in HP_KEYS.items():
-            state = infos[key].get(part)
-            if state is None:
-                continue
-            for ds, seeds in state["dataset_seed"].items():
-                if ds not in DATASETS:
-                    continue
-                width, epochs, splits = layout.get((hp, ds), (0, 0, ["train"]))
-                for seed in seeds:
-                    result = state["all_results"][(ds, seed)]
-                    epochs = max(epochs, int(result["epochs"]))
-                    splits += [s for s in result["eval_names"] if s not in splits]
-                layout[(hp, ds)] = (max(width, len(seeds)), epochs, splits)
+        with _reading(path, key):
+            _scan_layout(infos[key], layout)
 
     order = {s: i for i, s in enumerate(("train", "x-valid", "x-test", "ori-test"))}
     layout = {
@@ -134,52 +126,8 @@ def official_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     # memory shrinks as the conversion goes.
     for row, key in enumerate(keys):
         entry = infos.pop(key)
-        for hp in ("12", "200"):  # the 200-epoch costs are written last and win
-            if HP_KEYS[hp] not in entry:
-                continue
-            results = ArchResults.create_from_state_dict(entry[HP_KEYS[hp]])
-            for ds in results.get_dataset_names():
-                if (hp, ds) not in layout:
-                    continue
-                splits = layout[(hp, ds)][2]
-                for slot, seed in enumerate(results.get_dataset_seeds(ds)):
-                    run = results.query(ds, seed)
-                    arrays[f"seed/{hp}/{ds}"][row, slot] = seed
-                    for split in splits:
-                        if split == "train":
-                            acc, loss = run.train_acc1es, run.train_losses
-                            curve = [(acc[e], loss[e]) for e in range(run.epochs)]
-                        elif split in run.eval_names:
-                            acc, loss = run.eval_acc1es, run.eval_losses
-                            curve = [
-                                (
-                                    acc.get(f"{split}@{e}", math.nan),
-                                    loss.get(f"{split}@{e}", math.nan),
-                                )
-                                for e in range(run.epochs)
-                            ]
-                        else:
-                            continue
-                        arrays[f"curve_acc/{hp}/{ds}/{split}"][row, slot, : run.epochs] = [
-                            c[0] for c in curve
-                        ]
-                        arrays[f"curve_loss/{hp}/{ds}/{split}"][row, slot, : run.epochs] = [
-                            c[1] for c in curve
-                        ]
-                        arrays[f"seed_acc/{hp}/{ds}/{split}"][row, slot] = float(curve[-1][0])
-                for split in splits:
-                    try:  # the package's seed mean after the last epoch of this schedule
-                        metrics = results.get_metrics(ds, split, iepoch=None, is_random=False)
-                    except (KeyError, ValueError, TypeError, AssertionError):
-                        continue
-                    arrays[f"acc/{hp}/{ds}/{split}"][row] = float(metrics["accuracy"])
-                costs = results.get_compute_costs(ds)
-                total = costs.get("T-train@total")
-                arrays[f"runtime/{hp}/{ds}"][row] = math.nan if total is None else float(total)
-                arrays[f"params/{ds}"][row] = round(float(costs["params"]) * 1e6)  # MB -> count
-                arrays[f"flops/{ds}"][row] = float(costs["flops"])
-                latency = costs.get("latency")
-                arrays[f"latency/{ds}"][row] = math.nan if latency is None else float(latency)
+        with _reading(path, key):
+            _read_cell(entry, row, layout, arrays)
 
     meta = {
         "description": "NAS-Bench-201 results with per-epoch curves, converted from an "
@@ -189,6 +137,96 @@ def official_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "credits": "NAS-Bench-201 (Dong & Yang, ICLR 2020), official benchmark file",
     }
     return meta, arrays
+
+
+@contextlib.contextmanager
+def _reading(path: Path, key: Any) -> Iterator[None]:
+    """A malformed entry of an official file as one line naming the file and the cell."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, AssertionError) as e:
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ValueError(
+            f"{path}: the entry of cell {key} cannot be read ({type(e).__name__}"
+            f"{': ' + detail[:200] if detail else ''}); expected an official NAS-Bench-201 file"
+        ) from None
+
+
+def _scan_layout(info: dict[str, Any], layout: Layout) -> None:
+    """Widen ``layout`` (seeds, epochs, splits per schedule and dataset) to one cell's runs."""
+    for hp, part in HP_KEYS.items():
+        state = info.get(part)
+        if state is None:
+            continue
+        for ds, seeds in state["dataset_seed"].items():
+            if ds not in DATASETS:
+                continue
+            width, epochs, splits = layout.get((hp, ds), (0, 0, ["train"]))
+            for seed in seeds:
+                result = state["all_results"][(ds, seed)]
+                epochs = max(epochs, int(result["epochs"]))
+                splits += [s for s in result["eval_names"] if s not in splits]
+            layout[(hp, ds)] = (max(width, len(seeds)), epochs, splits)
+
+
+def _read_cell(
+    entry: dict[str, Any],
+    row: int,
+    layout: Layout,
+    arrays: dict[str, Any],
+) -> None:
+    """One cell's runs into row ``row`` of the arrays, through the package's classes."""
+    from nas_201_api import ArchResults
+
+    for hp in ("12", "200"):  # the 200-epoch costs are written last and win
+        if HP_KEYS[hp] not in entry:
+            continue
+        results = ArchResults.create_from_state_dict(entry[HP_KEYS[hp]])
+        for ds in results.get_dataset_names():
+            if (hp, ds) not in layout:
+                continue
+            splits = layout[(hp, ds)][2]
+            for slot, seed in enumerate(results.get_dataset_seeds(ds)):
+                run = results.query(ds, seed)
+                arrays[f"seed/{hp}/{ds}"][row, slot] = seed
+                for split in splits:
+                    if split == "train":
+                        # files may hold some epochs only: the others are missing values
+                        acc, loss = run.train_acc1es or {}, run.train_losses or {}
+                        curve = [
+                            (acc.get(e, math.nan), loss.get(e, math.nan)) for e in range(run.epochs)
+                        ]
+                    elif split in run.eval_names:
+                        acc, loss = run.eval_acc1es or {}, run.eval_losses or {}
+                        curve = [
+                            (
+                                acc.get(f"{split}@{e}", math.nan),
+                                loss.get(f"{split}@{e}", math.nan),
+                            )
+                            for e in range(run.epochs)
+                        ]
+                    else:
+                        continue
+                    arrays[f"curve_acc/{hp}/{ds}/{split}"][row, slot, : run.epochs] = [
+                        c[0] for c in curve
+                    ]
+                    arrays[f"curve_loss/{hp}/{ds}/{split}"][row, slot, : run.epochs] = [
+                        c[1] for c in curve
+                    ]
+                    arrays[f"seed_acc/{hp}/{ds}/{split}"][row, slot] = float(curve[-1][0])
+            for split in splits:
+                try:  # the package's seed mean after the last epoch of this schedule
+                    metrics = results.get_metrics(ds, split, iepoch=None, is_random=False)
+                except (KeyError, ValueError, TypeError, AssertionError):
+                    continue
+                arrays[f"acc/{hp}/{ds}/{split}"][row] = float(metrics["accuracy"])
+            costs = results.get_compute_costs(ds)
+            total = costs.get("T-train@total")
+            arrays[f"runtime/{hp}/{ds}"][row] = math.nan if total is None else float(total)
+            arrays[f"params/{ds}"][row] = round(float(costs["params"]) * 1e6)  # MB -> count
+            arrays[f"flops/{ds}"][row] = float(costs["flops"])
+            latency = costs.get("latency")
+            arrays[f"latency/{ds}"][row] = math.nan if latency is None else float(latency)
 
 
 def official_table_bytes(path: str | Path, *, codec: str = "raw") -> bytes:

@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                 lines = _query(bench, args.arch, hp)
             else:
                 lines = _best(bench, args.dataset, args.split, hp)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"nas-bench: error: {e}", file=sys.stderr)
+    except (ValueError, OSError) as e:  # OSError: a file that cannot be read or written
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"nas-bench: error: {text}", file=sys.stderr)
         return 2
     print("\n".join(lines))
     return 0

@@ -1,16 +1,33 @@
 """What ``nas-search`` and ``nas-train`` share about their processes: exit codes, which process
-prints, and the one-line error exit. Read from torchrun's environment variables, so that it
-works before any process group exists (a config error stops every process the same way)."""
+prints, the one-line error exit, and the run around the loop (``run_in_folder``): the locked
+run folder, stop requests, a folder that cannot be written. Read from torchrun's environment
+variables, so that it works before any process group exists (a config error stops every
+process the same way). Imports no torch.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
+
+from nas.run.disk import is_write_error, write_error_message
+from nas.run.folder import RunFolder
+from nas.run.lock import RunFolderBusy
+from nas.run.signals import Preempted
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
+
+# Folders this command is about to create (Hydra creates the run folder before the run starts):
+# filled by nas.cli.config_check before Hydra runs, emptied again by a refused run.
+NEW_DIRS: set[Path] = set()
+
+T = TypeVar("T")
 
 
 def reports_errors() -> bool:
@@ -31,16 +48,70 @@ def fail(program: str, message: str) -> NoReturn:
     sys.exit(EXIT_BAD_INPUT)
 
 
-def exit_preempted(program: str, checkpoint: Path, run_dir: Path) -> NoReturn:
-    """After SIGTERM: say where the checkpoint is and how to resume (rank 0), exit with 143."""
-    if is_rank0():
-        from hydra.core.hydra_config import HydraConfig
+def resume_command(program: str, run_dir: Path) -> str:
+    """The command line that continues this run: the same overrides plus ``resume=true``."""
+    from hydra.core.hydra_config import HydraConfig
 
-        overrides = " ".join(HydraConfig.get().overrides.task)
+    overrides = [
+        o
+        for o in HydraConfig.get().overrides.task
+        if not o.startswith(("resume=", "hydra.run.dir=", "hydra.searchpath="))
+    ]
+    return " ".join([program, *overrides, f"hydra.run.dir={run_dir}", "resume=true"])
+
+
+def exit_preempted(
+    program: str, checkpoint: Path, run_dir: Path, signum: int = signal.SIGTERM
+) -> NoReturn:
+    """After SIGTERM or Ctrl-C: say where the checkpoint is and how to resume (rank 0), exit
+    with 128 + the signal (143, 130)."""
+    if is_rank0():
+        what = "interrupted" if signum == signal.SIGINT else "preempted"
         print(
-            f"{program}: preempted; checkpoint written to {checkpoint}. Resume with: "
-            f"{program} {overrides} hydra.run.dir={run_dir} resume=true".replace("  ", " "),
+            f"{program}: {what}; checkpoint written to {checkpoint}. Resume with: "
+            f"{resume_command(program, run_dir)}",
             file=sys.stderr,
             flush=True,
         )
-    sys.exit(EXIT_PREEMPTED)
+    sys.exit(128 + signum)
+
+
+def run_in_folder(
+    program: str,
+    run_dir: Path,
+    body: Callable[[], T],
+    bad_input: tuple[type[BaseException], ...],
+) -> T:
+    """``body()`` (the run) in the locked run folder, every way it can end but success turned
+    into one line and an exit code: bad input, a busy folder, a folder that cannot be written
+    (2), a stop request (143 / 130, with the resume line), a second Ctrl-C (130)."""
+    checkpoint = run_dir / "checkpoints" / "last.pt"
+    try:
+        with RunFolder(run_dir, program=program, new_dirs=NEW_DIRS):
+            return body()
+    except Preempted as p:
+        exit_preempted(program, p.checkpoint, run_dir, p.signum)
+    except KeyboardInterrupt:
+        if is_rank0():
+            kept = (
+                f"the last checkpoint {checkpoint} is intact; resume with: "
+                f"{resume_command(program, run_dir)}"
+                if checkpoint.is_file()
+                else "no checkpoint had been written yet"
+            )
+            print(f"{program}: stopped at once (Ctrl-C); {kept}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except RunFolderBusy as e:
+        fail(program, str(e))
+    except OSError as e:
+        if not is_write_error(e):
+            if isinstance(e, bad_input):
+                fail(program, _first_line(e))
+            raise
+        fail(program, write_error_message(e, run_dir, checkpoint))
+    except bad_input as e:
+        fail(program, _first_line(e))
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__

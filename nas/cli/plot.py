@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -47,9 +48,24 @@ def _genotype(spec: str) -> AnyGenotype:
             raise ValueError(f"{path} holds no genotype object")
         return genotype_from_record(record)
     text = spec.strip()
+    if _looks_like_a_path(text):
+        raise FileNotFoundError(
+            f"no such run folder {text}; expected the folder of a nas-search run, a "
+            "genotype.json, a published name (DARTS_V2, ...), genotype text "
+            "(Genotype(normal=[('sep_conv_3x3', 0), ...], ...)) or an NB201 arch string "
+            "(|nor_conv_3x3~0|+|...|)"
+        )
     if text.isdigit():
         return resolve_genotype(index_to_arch(int(text)))
     return resolve_genotype(text)
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """A path, not genotype text: genotype text has no path separator (NB201 arch strings use
+    ``|`` and ``~``, DARTS genotypes brackets), nor starts with ``.`` or ``~``."""
+    return ("/" in text or os.sep in text or text.startswith((".", "~"))) and not text.startswith(
+        ("|", "Genotype(")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

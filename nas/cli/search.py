@@ -5,24 +5,33 @@ search.order=2 epochs=50`` overrides any value; ``nas-search -m seed=0,1,2`` swe
 ``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one search data-parallel over 8
 processes (``batch_size`` stays the global batch; see ``nas.search.loop``). Bad input (an
 unknown name, a value of the wrong type or range, an unusable run folder, a non-finite loss)
-prints one line and exits with code 2; SIGTERM writes a checkpoint and exits with code 143
-after saying how to resume.
+prints one line and exits with code 2, before anything is imported or written where the
+command line alone shows it (``nas.cli.config_check``); SIGTERM and Ctrl-C write a checkpoint
+at the next step and exit with code 143 / 130 after saying how to resume (a second Ctrl-C stops
+at once); a run folder in use by another run, or one that cannot be written, is one line and
+exit code 2 (``nas.cli.launch.run_in_folder``).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nas.cli.launch import EXIT_BAD_INPUT, exit_preempted, fail, is_rank0
+from nas.cli.config_check import CommandLineError, check_command_line
+from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
+from nas.run.config import validate_search_config
+
+if TYPE_CHECKING:
+    from nas.search.loop import SearchResult
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 GROUPS = ("space", "search", "selection", "data", "experiment")
+PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
 
 
 def _fail(message: str) -> NoReturn:
@@ -44,18 +53,19 @@ def check_group_choices(argv: list[str]) -> None:
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")
 def _search(cfg: DictConfig) -> None:
-    from nas import distributed
-    from nas.search.loop import Preempted, SearchError, run_search
-
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        result = run_search(cfg, run_dir)
-    except Preempted as p:
-        exit_preempted("nas-search", p.checkpoint, run_dir)
-    except (SearchError, ValueError, FileNotFoundError) as e:
-        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
-    finally:
-        distributed.shutdown()
+
+    def search() -> SearchResult:
+        # the heavy imports (torch) inside the locked folder: a busy folder is refused at once
+        from nas import distributed
+        from nas.search.loop import run_search
+
+        try:
+            return run_search(cfg, run_dir)
+        finally:
+            distributed.shutdown()
+
+    result = run_in_folder("nas-search", run_dir, search, (ValueError, FileNotFoundError))
     if not is_rank0():
         return
     print(f"run folder: {result.run_dir}")
@@ -78,8 +88,25 @@ def _bench_line(genotype: object) -> str | None:
     return line
 
 
+def check_config(argv: list[str]) -> None:
+    """Everything the command line alone shows wrong, in one line, before Hydra or torch run."""
+    check_group_choices(argv)
+    try:
+        check_command_line(
+            "nas-search",
+            argv,
+            config_dir=CONFIG_DIR,
+            config_name="nas_search",
+            groups=GROUPS,
+            validate=validate_search_config,
+            plugin_sections=PLUGIN_SECTIONS,
+        )
+    except CommandLineError as e:
+        _fail(str(e))
+
+
 def main() -> None:
-    check_group_choices(sys.argv[1:])
+    check_config(sys.argv[1:])
     try:
         _search()
     except SystemExit as e:

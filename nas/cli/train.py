@@ -5,8 +5,11 @@
 retrains a searched cell with the DARTS recipe; ``torchrun --nproc_per_node=8 -m
 nas.cli.train ...`` (or ``torchrun --nproc_per_node=8 $(which nas-train) ...``) spreads the same
 global batch over 8 processes. ``eval_only=true checkpoint=<file or run folder>`` evaluates a
-checkpoint. Bad input prints one line and exits with code 2; SIGTERM writes a checkpoint and
-exits with code 143 after saying how to resume.
+checkpoint. Bad input prints one line and exits with code 2, before anything is imported or
+written where the command line alone shows it (``nas.cli.config_check``); SIGTERM and Ctrl-C
+write a checkpoint at the next step and exit with code 143 / 130 after saying how to resume (a
+second Ctrl-C stops at once); a run folder in use by another run, or one that cannot be
+written, is one line and exit code 2 (``nas.cli.launch.run_in_folder``).
 
 The configs live in ``configs/train`` (``nas_train.yaml``, recipes in ``experiment/``); the data
 configs are the search's ``configs/data``, which this wrapper puts on Hydra's search path
@@ -19,13 +22,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from nas.cli.launch import EXIT_BAD_INPUT, exit_preempted, fail, is_rank0
+from nas.cli import launch
+from nas.cli.config_check import CommandLineError, check_command_line
+from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
+from nas.run.config import validate_train_config
+from nas.run.folder import remove_new_empty_dirs
+
+if TYPE_CHECKING:
+    from nas.train.loop import TrainResult
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
@@ -84,33 +94,23 @@ def compose_config(overrides: list[str] | None = None) -> DictConfig:
 
 @hydra.main(config_path=str(TRAIN_CONFIG_DIR), config_name="nas_train", version_base="1.3")
 def _train(cfg: DictConfig) -> None:
-    from nas import distributed
-    from nas.train.loop import Preempted, TrainError, run_eval, run_train
-
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        if bool(cfg.eval_only):
-            results = run_eval(cfg)
-            if is_rank0():
-                print(
-                    f"eval {results['checkpoint']} (epoch {results['epoch']}) on {results['data']} "
-                    f"({results['test_images']} images): test_loss {results['test_loss']:.4f}  "
-                    f"test_top1 {results['test_top1']:.2f}  test_top5 {results['test_top5']:.2f}"
-                    + (
-                        f"  ema_test_top1 {results['ema_test_top1']:.2f}"
-                        if "ema_test_top1" in results
-                        else ""
-                    )
-                )
-                print(json.dumps(results))
-            return
-        result = run_train(cfg, run_dir)
-    except Preempted as p:
-        exit_preempted("nas-train", p.checkpoint, run_dir)
-    except (TrainError, ValueError, FileNotFoundError) as e:
-        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
-    finally:
-        distributed.shutdown()
+    bad_input = (ValueError, FileNotFoundError)
+    if bool(cfg.eval_only):
+        _evaluate(cfg, bad_input)
+        return
+
+    def train() -> TrainResult:
+        # the heavy imports (torch) inside the locked folder: a busy folder is refused at once
+        from nas import distributed
+        from nas.train.loop import run_train
+
+        try:
+            return run_train(cfg, run_dir)
+        finally:
+            distributed.shutdown()
+
+    result = run_in_folder("nas-train", run_dir, train, bad_input)
     if is_rank0():
         r = result.results
         final, best = r["final"], r["best"]
@@ -125,10 +125,54 @@ def _train(cfg: DictConfig) -> None:
         )
 
 
-def main() -> None:
-    argv = sys.argv[1:]
+def _evaluate(cfg: DictConfig, bad_input: tuple[type[BaseException], ...]) -> None:
+    """``eval_only=true``: evaluate a checkpoint; writes nothing, so no run folder is locked."""
+    from nas import distributed
+    from nas.train.loop import run_eval
+
+    try:
+        results = run_eval(cfg)
+    except bad_input as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        distributed.shutdown()
+        # Hydra created a run folder for this command; an evaluation leaves none
+        remove_new_empty_dirs(Path(HydraConfig.get().runtime.output_dir), launch.NEW_DIRS)
+    if is_rank0():
+        print(
+            f"eval {results['checkpoint']} (epoch {results['epoch']}) on {results['data']} "
+            f"({results['test_images']} images): test_loss {results['test_loss']:.4f}  "
+            f"test_top1 {results['test_top1']:.2f}  test_top5 {results['test_top5']:.2f}"
+            + (
+                f"  ema_test_top1 {results['ema_test_top1']:.2f}"
+                if "ema_test_top1" in results
+                else ""
+            )
+        )
+        print(json.dumps(results))
+
+
+def check_config(argv: list[str]) -> None:
+    """Everything the command line alone shows wrong, in one line, before Hydra or torch run;
+    ``argv`` as Hydra will see it (``prepare_argv``)."""
     check_group_choices(argv)
-    sys.argv = [sys.argv[0], *prepare_argv(argv)]
+    try:
+        check_command_line(
+            "nas-train",
+            argv,
+            config_dir=TRAIN_CONFIG_DIR,
+            config_name="nas_train",
+            groups=tuple(GROUP_DIRS),
+            validate=validate_train_config,
+        )
+    except CommandLineError as e:
+        _fail(str(e))
+
+
+def main() -> None:
+    argv = prepare_argv(sys.argv[1:])
+    check_config(argv)
+    sys.argv = [sys.argv[0], *argv]
     try:
         _train()
     except SystemExit as e:

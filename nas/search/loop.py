@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -63,6 +62,10 @@ from nas.data import (
 )
 from nas.data.loaders import seed_worker
 from nas.metrics import MetricLogger
+from nas.run.config import SEARCH_NEUTRAL_KEYS, SEARCH_NEUTRAL_WORDS, validate_search_config
+from nas.run.disk import atomic_write_text
+from nas.run.resume import check_epochs, check_same_config, follow_new_schedule
+from nas.run.signals import Preempted, StopSignals
 from nas.search.base import STRATEGIES, Batch, SearchContext, SearchStrategy, Shards
 from nas.selection.base import SELECTORS, Selector
 from nas.supernet import Supernet, build_supernet
@@ -72,14 +75,6 @@ from search_spaces.nb201 import arch_to_index
 
 class SearchError(ValueError):
     """A search that cannot go on (bad configuration, non-finite loss, unusable run folder)."""
-
-
-class Preempted(Exception):
-    """SIGTERM arrived; a checkpoint was written and the run stopped."""
-
-    def __init__(self, checkpoint: Path) -> None:
-        super().__init__(str(checkpoint))
-        self.checkpoint = checkpoint
 
 
 @dataclass
@@ -308,30 +303,10 @@ def _channels_last_setting(value: Any) -> bool | str:
     raise SearchError(f"channels_last must be true, false or auto, got {value!r}")
 
 
-def _positive(cfg: DictConfig, key: str, kind: type = int) -> None:
-    value = OmegaConf.select(cfg, key)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    if kind is int:
-        ok = ok and isinstance(value, int)
-    if not ok:
-        raise SearchError(f"{key} must be a positive {kind.__name__}, got {value!r}")
-
-
 def validate_config(cfg: DictConfig) -> None:
-    """Check the top-level values a search needs; one-line errors naming key and value."""
-    for key in ("epochs", "batch_size", "space.C", "space.layers", "log_every"):
-        _positive(cfg, key)
-    for key in ("micro_batches", "sync_check_every"):
-        if OmegaConf.select(cfg, key) is not None:
-            _positive(cfg, key)
-    for key in ("optimizer.lr", "optimizer.grad_clip"):
-        _positive(cfg, key, float)
-    for key in ("optimizer.lr_min", "optimizer.weight_decay", "optimizer.momentum"):
-        value = OmegaConf.select(cfg, key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise SearchError(f"{key} must be a number >= 0, got {value!r}")
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
-        raise SearchError(f"seed must be an int >= 0, got {cfg.seed!r}")
+    """Check the top-level values a search needs; one-line errors naming key and value
+    (``nas.run.config``, where the command line checks them before importing torch)."""
+    validate_search_config(cfg, SearchError)
 
 
 class SearchRun:
@@ -457,6 +432,8 @@ class SearchRun:
             if self.main
             else None
         )
+        # SIGTERM / Ctrl-C (nas.run.signals); tests set _stop_requested to request a stop
+        self._signals = StopSignals("nas-search")
         self._stop_requested = False
 
     # ------------------------------------------------------------------------- building
@@ -548,7 +525,70 @@ class SearchRun:
                 f"checkpoint {self.ckpt_path} is a search of space {space!r}, but space="
                 f"{self.cfg.space.name} was asked for; resume with the run's own config"
             )
+        try:
+            self._check_resumable(state)
+        except ValueError as e:
+            raise SearchError(str(e)) from None
         return state
+
+    def _check_resumable(self, state: dict[str, Any]) -> None:
+        """``resume=true`` continues the stopped search or nothing: the same values but for the
+        result-neutral keys (``nas.run.config``), the same batch-norm groups, and ``epochs``
+        changed only where the epochs already started keep their learning rate."""
+        old = state["config"]
+        new = OmegaConf.to_container(self.cfg, resolve=True)
+        assert isinstance(new, dict)
+        check_same_config(
+            old,
+            new,
+            checkpoint=self.ckpt_path,
+            neutral=SEARCH_NEUTRAL_KEYS,
+            neutral_words=SEARCH_NEUTRAL_WORDS,
+        )
+        old_world = int(state.get("world_size", 1))
+        old_micro = int(old.get("micro_batches") or 1)
+        if old_world * old_micro != self.env.world_size * self.micro_batches:
+            pieces = old_world * old_micro
+            fits = pieces % self.env.world_size == 0
+            advice = (
+                f"use micro_batches={pieces // self.env.world_size}"
+                if fits
+                else f"use a number of processes that divides {pieces}"
+            )
+            raise ValueError(
+                f"checkpoint {self.ckpt_path} cut each batch into {pieces} batch-norm groups "
+                f"({old_world} process(es) x micro_batches={old_micro}); {self.env.world_size} "
+                f"process(es) x micro_batches={self.micro_batches} would search differently: "
+                f"{advice}"
+            )
+        if int(old["epochs"]) == self.epochs:
+            return
+        if state.get("phase", "search") != "search" and str(self.cfg.selection.name) != "argmax":
+            raise ValueError(
+                f"epochs={self.epochs}, but the search in checkpoint {self.ckpt_path} has ended "
+                f"and its {self.cfg.selection.name} selection begun; resume with "
+                f"epochs={old['epochs']}"
+            )
+        opt = self.cfg.optimizer
+        lr = float(opt.lr)
+
+        def settings(total: int, epoch: int) -> dict[str, float]:
+            factor = lr_factor(
+                epochs=total,
+                lr=lr,
+                lr_min=float(opt.lr_min),
+                warmup_epochs=int(opt.get("warmup_epochs", 0) or 0),
+            )
+            return {"learning rate": lr * factor(epoch)}
+
+        started = int(state["epoch"]) + (1 if int(state["step_in_epoch"]) else 0)
+        check_epochs(
+            old_epochs=int(old["epochs"]),
+            new_epochs=self.epochs,
+            started=started,
+            settings=settings,
+            checkpoint=self.ckpt_path,
+        )
 
     def _checkpoint(self) -> None:
         """Every rank calls this (the RNG states of all ranks travel to rank 0); rank 0 writes."""
@@ -605,6 +645,11 @@ class SearchRun:
         self.phase = str(state.get("phase", "search"))
         if self.phase != "search":
             self.selector.load_state_dict(state["selector"])
+        if int(state["config"]["epochs"]) != self.epochs and self.epoch < self.epochs:
+            # more epochs: the learning rate of the next epoch is the new schedule's (the
+            # checkpoint holds the old schedule's, e.g. lr_min after a finished cosine)
+            self.phase = "search"
+            follow_new_schedule(self.scheduler, self.epoch)
 
     def _apply_memory_format(self) -> None:
         """NHWC (``channels_last``) for full-width ops, NCHW for partial channels (``auto``).
@@ -641,22 +686,19 @@ class SearchRun:
         parts = zip(torch.tensor_split(x, pieces), torch.tensor_split(y, pieces))
         return Shards(tuple(parts), global_size)
 
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self._stop_requested = True
-
     def run(self) -> SearchResult:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
-        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+            config = OmegaConf.to_yaml(self.cfg, resolve=True)
+            atomic_write_text(self.run_dir / "config.yaml", config)
         try:
-            while self.epoch < self.epochs:
-                self._run_epoch()
-            genotype = self._select()
+            with self._signals:
+                while self.epoch < self.epochs:
+                    self._run_epoch()
+                genotype = self._select()
             if self.main and bool(self.cfg.get("figures", True)):
                 self._write_figures()
         finally:
-            signal.signal(signal.SIGTERM, previous)
             if self.logger is not None:
                 self.logger.close()
         return SearchResult(genotype, self.run_dir, self._final)
@@ -701,6 +743,9 @@ class SearchRun:
                 f"{self.ckpt_path} is kept"
             )
 
+    def _stop_wanted(self) -> bool:
+        return self._stop_requested or self._signals.requested
+
     def _train_steps(self, *, key: int, update_arch: bool, desc: str) -> float:
         """One pass over the weight split (with architecture batches alongside), from
         ``self.step_in_epoch`` on; ``key`` fixes the order, the seeds and the augmentation.
@@ -742,7 +787,7 @@ class SearchRun:
             names = sorted(local)
             values = torch.stack(
                 [torch.as_tensor(local[k], dtype=torch.float64, device=self.device) for k in names]
-                + [torch.tensor(float(self._stop_requested), device=self.device).double()]
+                + [torch.tensor(float(self._stop_wanted()), device=self.device).double()]
             )
             summed = D.all_reduce_sum(values).tolist()
             metrics = dict(zip(names, summed[:-1]))
@@ -770,7 +815,7 @@ class SearchRun:
             if stop:
                 bar.close()
                 self._checkpoint()
-                raise Preempted(self.ckpt_path)
+                raise Preempted(self.ckpt_path, self._signals.signum or signal.SIGTERM)
         bar.close()
         self.step_in_epoch = 0
         return images / max(time.perf_counter() - t0, 1e-9)
@@ -954,9 +999,7 @@ class SearchRun:
             if isinstance(genotype, NB201Genotype):
                 record["arch"] = str(genotype)
                 record["index"] = arch_to_index(genotype)
-            tmp = self.run_dir / "genotype.json.tmp"
-            tmp.write_text(json.dumps(record, indent=2) + "\n")
-            tmp.replace(self.run_dir / "genotype.json")
+            atomic_write_text(self.run_dir / "genotype.json", json.dumps(record, indent=2) + "\n")
         return genotype
 
     _final: dict[str, float] = {}

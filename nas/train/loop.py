@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
@@ -59,6 +58,15 @@ from nas.checkpoint import (
 )
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
 from nas.metrics import MetricLogger
+from nas.run.config import (
+    SCHEDULES,
+    TRAIN_NEUTRAL_KEYS,
+    TRAIN_NEUTRAL_WORDS,
+    validate_train_config,
+)
+from nas.run.disk import atomic_write_text
+from nas.run.resume import check_epochs, check_same_config, follow_new_schedule
+from nas.run.signals import Preempted, StopSignals
 from nas.summary import summarize
 from nas.train.data import eval_loader, start_epoch, stream_seed, train_loader
 from nas.train.ema import EMA
@@ -69,39 +77,13 @@ from nas.train.model import (
     resolve_train_genotype,
     unused_parameters,
 )
-from search_spaces.genotype import AnyGenotype, genotype_from_json
+from search_spaces.genotype import AnyGenotype, NB201Genotype, genotype_from_json
 
-SCHEDULES = ("cosine", "step", "linear")
-NON_NEGATIVE_KEYS = (
-    "optimizer.lr_min",
-    "optimizer.momentum",
-    "optimizer.weight_decay",
-    "model.auxiliary_weight",
-)
-BOOL_KEYS = (
-    "model.auxiliary",
-    "channels_last",
-    "compile",
-    "sync_bn",
-    "augment",
-    "resume",
-    "optimizer.nesterov",
-    "save_best",
-    "eval_only",
-)
 _SUMS = ("loss", "top1", "top5", "n")  # the running sums of an epoch, in this order
 
 
 class TrainError(ValueError):
     """A training run that cannot go on (bad configuration, non-finite loss, unusable folder)."""
-
-
-class Preempted(Exception):
-    """SIGTERM arrived; a checkpoint was written and the run stopped."""
-
-    def __init__(self, checkpoint: Path) -> None:
-        super().__init__(str(checkpoint))
-        self.checkpoint = checkpoint
 
 
 @dataclass
@@ -164,66 +146,10 @@ def drop_path_prob(drop_path: float, epoch: int, epochs: int) -> float:
 # ------------------------------------------------------------------------------ validation
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check(cfg: DictConfig, key: str, ok: Callable[[Any], bool], expected: str) -> None:
-    value = OmegaConf.select(cfg, key, default=None)
-    if not ok(value):
-        raise TrainError(f"{key} must be {expected}, got {value!r}")
-
-
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _non_negative_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda v: v is None or check(v)
-
-
 def validate_config(cfg: DictConfig) -> None:
-    """Check every value a training run reads; one-line errors naming key and value."""
-    for key in (
-        "epochs",
-        "batch_size",
-        "log_every",
-        "model.darts.C",
-        "model.darts.layers",
-        "model.nb201.C",
-        "model.nb201.N",
-        "eval.every",
-        "optimizer.decay_period",
-    ):
-        _check(cfg, key, _positive_int, "a positive int")
-    for key in ("eval.batch_size", "eval.max_items"):
-        _check(cfg, key, _optional(_positive_int), "a positive int or null")
-    _check(cfg, "seed", _non_negative_int, "an int >= 0")
-    _check(cfg, "optimizer.lr", lambda v: _is_number(v) and v > 0, "a number > 0")
-    for key in NON_NEGATIVE_KEYS:
-        _check(cfg, key, lambda v: _is_number(v) and v >= 0, "a number >= 0")
-    no_clip = "a number >= 0 or null (0 / null: no clipping)"
-    _check(cfg, "optimizer.grad_clip", _optional(lambda v: _is_number(v) and v >= 0), no_clip)
-    _check(cfg, "optimizer.warmup_epochs", _non_negative_int, "an int >= 0")
-    _check(cfg, "optimizer.gamma", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]")
-    _check(cfg, "optimizer.schedule", lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}")
-    _check(cfg, "model.drop_path", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
-    _check(cfg, "label_smoothing", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
-    in_unit = _optional(lambda v: _is_number(v) and 0 < v < 1)
-    _check(cfg, "ema.decay", in_unit, "a number in (0, 1) or null")
-    for key in BOOL_KEYS:
-        _check(cfg, key, lambda v: isinstance(v, bool), "true or false")
-    max_items = OmegaConf.select(cfg, "data.max_items", default=None)
-    if max_items is not None and (not _positive_int(max_items) or max_items < 2):
-        raise TrainError(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
-    if cfg.optimizer.warmup_epochs > cfg.epochs:
-        raise TrainError(
-            f"optimizer.warmup_epochs={cfg.optimizer.warmup_epochs} exceeds epochs={cfg.epochs}"
-        )
+    """Check every value a training run reads; one-line errors naming key and value
+    (``nas.run.config``, where the command line checks them before importing torch)."""
+    validate_train_config(cfg, TrainError)
 
 
 def per_rank_batch(batch_size: int, world_size: int, what: str = "batch_size") -> int:
@@ -423,6 +349,8 @@ class TrainRun:
             if self.main
             else None
         )
+        # SIGTERM / Ctrl-C (nas.run.signals); tests set _stop_requested to request a stop
+        self._signals = StopSignals("nas-train")
         self._stop_requested = False
 
     # --------------------------------------------------------------------------- building
@@ -461,17 +389,10 @@ class TrainRun:
                 f"checkpoint {self.ckpt_path} trains the genotype {theirs}, not the genotype "
                 f"{self.genotype} asked for; resume with the run's own config"
             )
-        old = state["config"]
-        for key in ("epochs", "batch_size", "model", "optimizer", "data.name"):
-            a = OmegaConf.select(OmegaConf.create(old), key)
-            b = OmegaConf.select(self.cfg, key)
-            a = OmegaConf.to_container(a) if OmegaConf.is_config(a) else a
-            b = OmegaConf.to_container(b, resolve=True) if OmegaConf.is_config(b) else b
-            if a != b:
-                raise TrainError(
-                    f"checkpoint {self.ckpt_path} was written with {key}={a}, but {key}={b} was "
-                    "asked for; resume with the run's own config"
-                )
+        try:
+            self._check_resumable(state)
+        except ValueError as e:
+            raise TrainError(str(e)) from None
         if state["step_in_epoch"] and state["world_size"] != self.env.world_size:
             raise TrainError(
                 f"checkpoint {self.ckpt_path} was written in the middle of an epoch by "
@@ -479,6 +400,50 @@ class TrainRun:
                 f"{self.env.world_size}"
             )
         return state
+
+    def _check_resumable(self, state: dict[str, Any]) -> None:
+        """``resume=true`` continues the stopped run or nothing: the same values but for the
+        result-neutral keys (``nas.run.config``), and ``epochs`` changed only where the epochs
+        already started keep their learning rate and drop-path probability."""
+        old = state["config"]
+        new = OmegaConf.to_container(self.cfg, resolve=True)
+        assert isinstance(new, dict)
+        check_same_config(
+            old,
+            new,
+            checkpoint=self.ckpt_path,
+            neutral=TRAIN_NEUTRAL_KEYS,
+            neutral_words=TRAIN_NEUTRAL_WORDS,
+        )
+        opt = self.cfg.optimizer
+        lr = float(opt.lr)
+        # TinyNetwork (an NB201 cell) has no drop-path; the DARTS networks ramp it with epochs
+        has_drop_path = not isinstance(self.genotype, NB201Genotype)
+        drop_path = float(self.cfg.model.drop_path) if has_drop_path else 0.0
+
+        def settings(total: int, epoch: int) -> dict[str, float]:
+            factor = lr_factor(
+                schedule=str(opt.schedule),
+                epochs=total,
+                lr=lr,
+                lr_min=float(opt.lr_min),
+                gamma=float(opt.gamma),
+                decay_period=int(opt.decay_period),
+                warmup_epochs=int(opt.warmup_epochs),
+            )
+            return {
+                "learning rate": lr * factor(epoch),
+                "drop-path probability": drop_path_prob(drop_path, epoch, total),
+            }
+
+        started = int(state["epoch"]) + (1 if int(state["step_in_epoch"]) else 0)
+        check_epochs(
+            old_epochs=int(old["epochs"]),
+            new_epochs=self.epochs,
+            started=started,
+            settings=settings,
+            checkpoint=self.ckpt_path,
+        )
 
     def _checkpoint(self, *, best: bool = False) -> None:
         """All ranks call this (it gathers every rank's RNG state); rank 0 writes."""
@@ -537,6 +502,10 @@ class TrainRun:
             self._sums.copy_(state["sums"].to(self.device))
         if self.step_in_epoch:
             self._resume_rng = state["rng"][self.env.rank]
+        if int(state["config"]["epochs"]) != self.epochs:
+            # more epochs: the next epoch's learning rate is the new schedule's (the checkpoint
+            # holds the old one's, e.g. 0 after a finished cosine)
+            follow_new_schedule(self.scheduler, self.epoch)
 
     # ------------------------------------------------------------------------------ steps
 
@@ -573,21 +542,18 @@ class TrainRun:
             self._sums += _batch_sums(loss.detach(), logits.detach(), y)
         return loss.detach()
 
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self._stop_requested = True
-
     def run(self) -> TrainResult:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+            config = OmegaConf.to_yaml(self.cfg, resolve=True)
+            atomic_write_text(self.run_dir / "config.yaml", config)
             self._log_start()
-        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
-            while self.epoch < self.epochs:
-                self._run_epoch()
+            with self._signals:
+                while self.epoch < self.epochs:
+                    self._run_epoch()
             results = self._results()
         finally:
-            signal.signal(signal.SIGTERM, previous)
             if self.logger is not None:
                 self.logger.close()
         return TrainResult(self.run_dir, results)
@@ -629,15 +595,12 @@ class TrainRun:
                     self.logger.log(
                         "step", epoch=epoch, step=self.global_step, lr=lr, train_loss=step_loss
                     )
-            stop = (
-                D.any_rank(self._stop_requested, self.device)
-                if self.env.distributed
-                else self._stop_requested
-            )
+            wanted = self._stop_requested or self._signals.requested
+            stop = D.any_rank(wanted, self.device) if self.env.distributed else wanted
             if stop:
                 bar.close()
                 self._checkpoint()
-                raise Preempted(self.ckpt_path)
+                raise Preempted(self.ckpt_path, self._signals.signum or signal.SIGTERM)
         bar.close()
         elapsed = time.perf_counter() - t0
         self.train_seconds += elapsed
@@ -767,9 +730,7 @@ class TrainRun:
             "best": self.best,
         }
         if self.main:
-            tmp = self.run_dir / "results.json.tmp"
-            tmp.write_text(json.dumps(results, indent=2) + "\n")
-            tmp.replace(self.run_dir / "results.json")
+            atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         return results
 
 

@@ -208,6 +208,7 @@ def test_nas_plot_a_published_genotype(tmp_path, capsys, no_graphviz):
         (["|foo~0|+|foo~0|foo~1|+|foo~0|foo~1|foo~2|"], "unknown operation"),
         (["missing.json"], "does not exist"),
         (["."], "not a run folder"),
+        (["outputs/nb201-darts/seed0"], "no such run folder outputs/nb201-darts/seed0; expected"),
     ],
 )
 def test_nas_plot_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):

@@ -27,7 +27,8 @@ EVAL_SETS = {
 EPOCHS = {"full": 4, "less": 2}
 
 
-def _run(rng, dataset, arch, seed, epochs, params_mb):
+def _run(rng, dataset, arch, seed, epochs, params_mb, recorded=None):
+    """One training run; ``recorded``: the epochs its curves hold (default: all of them)."""
     from nas_201_api import ResultsCount
 
     train_acc = OrderedDict((e, float(rng.uniform(10, 100))) for e in range(epochs))
@@ -57,10 +58,20 @@ def _run(rng, dataset, arch, seed, epochs, params_mb):
             losses[f"{name}@{e}"] = float(rng.uniform(0, 3))
             times[f"{name}@{e}"] = float(rng.uniform(0.5, 1.0))
     run.update_eval(accs, losses, times)
+    if recorded is not None:  # as if only some epochs had been logged
+        for curve in (run.train_acc1es, run.train_acc5es, run.train_losses, run.train_times):
+            if curve is not None:
+                for e in [e for e in curve if e not in recorded]:
+                    del curve[e]
+        for curve in (run.eval_acc1es, run.eval_losses, run.eval_times):
+            for key in [k for k in curve if int(k.split("@")[1]) not in recorded]:
+                del curve[key]
     return run
 
 
-def write_tiny_official(path: Path, cells=CELLS) -> Path:
+def write_tiny_official(path: Path, cells=CELLS, recorded=None) -> Path:
+    """The file; ``recorded``: the epochs that every 200-epoch ("full") run's curves hold, as
+    in a file where only some epochs were logged (default: all)."""
     from nas_201_api import ArchResults
 
     bench = NB201()
@@ -78,7 +89,9 @@ def write_tiny_official(path: Path, cells=CELLS) -> Path:
                     seeds = seeds[:1]
                 for seed in seeds:
                     mb = bench.params(index, dataset=dataset) / 1e6
-                    results.update(dataset, seed, _run(rng, dataset, arch, seed, epochs, mb))
+                    kept = recorded if part == "full" else None
+                    run = _run(rng, dataset, arch, seed, epochs, mb, kept)
+                    results.update(dataset, seed, run)
             entry[part] = results.state_dict()
         arch2infos[index] = entry
     data = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from nas.bench import NB201
 from nas.cli.bench import main
 from search_spaces.genotype import parse_nb201_arch
 from search_spaces.nb201 import index_to_arch
+
+NB201_6111 = index_to_arch(6111)
 
 
 def test_query_prints_every_dataset(capsys):
@@ -61,6 +64,25 @@ def test_bad_arch_string_is_the_genotype_modules_one_line_error():
     proc = _run("query", bad)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"nas-bench: error: {expected}\n"
+
+
+def test_the_lookup_path_never_imports_torch(tmp_path):
+    """A query, good or malformed, with a ``torch`` on the path that fails when imported."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('nas-bench query imported torch')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd(),
+                                                       os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    for args, code in [(("query", "6111"), 0), (("query", NB201_6111), 0),
+                       (("query", "|nor_conv_3x3~0|+|bad~0|none~1|+|none~0|none~1|none~2|"), 2)]:  # fmt: skip
+        proc = subprocess.run([sys.executable, "-m", "nas.cli.bench", *args], capture_output=True,
+                              text=True, env=env)  # fmt: skip
+        assert proc.returncode == code, proc.stderr
+        assert "torch" not in proc.stderr
+        if code:
+            assert (
+                proc.stderr.count("\n") == 1 and "input 0: unknown operation 'bad'" in proc.stderr
+            )
 
 
 def test_bad_dataset_split_index_and_file_are_one_line():

@@ -12,6 +12,7 @@ from official_file import CELLS, EVAL_SETS, write_tiny_official
 
 from nas.bench import NB201, convert_official
 from nas.bench.official import load_official
+from nas.cli.bench import main
 
 HP_PARTS = {"200": "full", "12": "less"}
 
@@ -169,3 +170,40 @@ def test_bad_official_files(tmp_path):
     torch.save(data, wrong_map)
     with pytest.raises(ValueError, match="architecture 5 is .*; NAS-Bench-201 index 5 is"):
         convert_official(wrong_map, tmp_path / "out.nbt")
+
+
+def test_curves_holding_some_epochs_only_convert_with_missing_values(tmp_path):
+    """Official-format files where the 200-epoch runs logged epochs 0 and 2 of 4: the official
+    API reads them; the conversion keeps what is there and marks the rest missing (NaN)."""
+    from nas_201_api import ArchResults
+
+    partial = write_tiny_official(tmp_path / "partial.pth", recorded=(0, 2))
+    raw = torch.load(partial, weights_only=False)["arch2infos"][6111]["full"]
+    run = ArchResults.create_from_state_dict(raw).query("cifar10", 777)  # the API reads it
+    assert sorted(run.train_acc1es) == [0, 2]
+    out = tmp_path / "partial.nbt"
+    assert main(["convert", str(partial), str(out)]) == 0
+    bench = NB201(path=out)
+    for split in ("train", "test"):
+        curve = bench.curve(6111, dataset="cifar10", split=split, seed=777)
+        assert len(curve) == 4 and not math.isnan(curve[0]) and not math.isnan(curve[2])
+        assert math.isnan(curve[1]) and math.isnan(curve[3])
+    expected = run.eval_acc1es["ori-test@2"]
+    assert bench.curve(6111, dataset="cifar10", split="test", seed=777)[2] == pytest.approx(
+        expected
+    )
+    assert math.isnan(bench.query(6111, dataset="cifar10", split="test"))  # no last epoch
+    # the 12-epoch runs are whole: their numbers are there
+    assert not math.isnan(bench.query(6111, dataset="cifar10", split="test", hp="12"))
+
+
+def test_a_malformed_entry_is_one_line_naming_the_cell(tmp_path, capsys):
+    broken = write_tiny_official(tmp_path / "broken.pth", cells=(0, 6111))
+    data = torch.load(broken, weights_only=False)
+    del data["arch2infos"][6111]["full"]["all_results"]
+    torch.save(data, broken)
+    assert main(["convert", str(broken), str(tmp_path / "out.nbt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "broken.pth: the entry of cell 6111 cannot be read (KeyError: 'all_results')" in err
+    assert not (tmp_path / "out.nbt").exists()

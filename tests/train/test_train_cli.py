@@ -6,9 +6,9 @@ import json
 import re
 import shutil
 import signal
-import time
 from pathlib import Path
 
+import hooked_cli
 import pytest
 import torch
 
@@ -54,28 +54,26 @@ def test_run_folder_holds_everything(uninterrupted):
         assert key in state
 
 
-def _wait_for_step(run_dir: Path, proc, epoch: int, timeout: float = 300) -> None:
-    log = run_dir / "metrics.jsonl"
-    t0 = time.time()
-    while not (log.exists() and f'"event": "step", "epoch": {epoch}' in log.read_text()):
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() - t0 < timeout
-        time.sleep(0.05)
-
-
-def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, uninterrupted, nas_train):
-    run_dir = tmp_path / "preempted"
-    proc = nas_train(run_dir, "epochs=2", wait=False)
-    _wait_for_step(run_dir, proc, epoch=1)  # the second epoch has begun
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=300)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before SIGTERM arrived")
-    assert proc.returncode == 143, err
-    assert "preempted; checkpoint written to" in err and "resume=true" in err
+# Interrupted runs: the hooked program (tests/hooked_cli.py) pauses at an exact step, the test
+# acts, then lets it go on. TINY: 4 steps per epoch, so step 6 is in the second epoch.
+@pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGTERM, 143, "preempted"),
+                                                      (signal.SIGINT, 130, "interrupted")])  # fmt: skip
+def test_sigterm_and_ctrl_c_mid_epoch_then_resume_equals_uninterrupted(
+    tmp_path, uninterrupted, nas_train, tiny, signum, code, word
+):
+    run_dir = tmp_path / "stopped"
+    proc = hooked_cli.start("train", *tiny, "epochs=2", f"hydra.run.dir={run_dir}",
+                            pause_at_step=6)  # fmt: skip
+    hooked_cli.wait_paused(proc)
+    proc.send_signal(signum)
+    _, err = hooked_cli.release(proc)
+    assert proc.returncode == code, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith(f"nas-train: {word}; checkpoint written to {run_dir}")
+    assert lines[-1].endswith(f"hydra.run.dir={run_dir} resume=true")
     assert "Traceback" not in err
     state = checkpoint(run_dir)
-    assert state["epoch"] == 1 and 0 < state["step_in_epoch"] < 4  # in the middle of epoch 2
+    assert (state["epoch"], state["step_in_epoch"]) == (1, 2)  # at the paused step's boundary
     resumed = nas_train(run_dir, "epochs=2", "resume=true")
     assert resumed.returncode == 0, resumed.stderr
     a, b = checkpoint(uninterrupted), checkpoint(run_dir)
@@ -89,6 +87,70 @@ def test_sigterm_mid_epoch_then_resume_equals_uninterrupted(tmp_path, uninterrup
         (e["step"], e["train_loss"]) for e in events(uninterrupted) if e["event"] == "step"
     ]
     assert steps == reference
+
+
+def test_a_busy_folder_and_a_full_disk_are_one_line(tmp_path, nas_train, tiny):
+    run_dir = tmp_path / "busy"
+    first = hooked_cli.start("train", *tiny, "epochs=1", f"hydra.run.dir={run_dir}",
+                             pause_at_step=1)  # fmt: skip
+    hooked_cli.wait_paused(first)  # holds the lock
+    second = nas_train(run_dir, "epochs=1")
+    assert second.returncode == 2
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, second.stderr
+    assert f"is in use by another run (pid {first.pid} on host" in lines[0]
+    out, err = hooked_cli.release(first)
+    assert first.returncode == 0, err
+    assert not (run_dir / ".lock").exists()
+
+    full = tmp_path / "full"  # the second checkpoint write fails as on a full disk
+    proc = hooked_cli.start("train", *tiny, "epochs=2", f"hydra.run.dir={full}",
+                            enospc_in_save=2)  # fmt: skip
+    _, err = hooked_cli.release(proc)
+    assert proc.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "(No space left on device); the last complete checkpoint" in lines[0]
+    assert sorted(p.name for p in (full / "checkpoints").iterdir()) == ["last.pt"]
+    assert checkpoint(full)["epoch"] == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["foo=1"], r"unknown config key 'foo' \(foo=1\); nas-train reads: amp, augment"),
+        (["+foo=1"], r"unknown config key 'foo' \(\+foo=1 adds a key that no part of nas-train"),
+        (["model.darts.CC=3"], r"unknown config key 'model.darts.CC' .*model.darts has: C, layers"),
+        (["epochs=abc"], "epochs must be a positive int, got 'abc'"),
+    ],
+)
+def test_unknown_keys_and_bad_values_are_refused_before_torch_and_leave_nothing(
+    tmp_path, tiny, overrides, message
+):
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "no_torch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch imported before the check')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake.parent), os.getcwd(),
+                                                       os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    root = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "nas.cli.train", *tiny, *overrides, f"hydra.run.dir={root}/r"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert re.search(message, lines[0]), lines[0]
+    assert not root.exists()
+
+
+def test_refused_runs_leave_no_trace(tmp_path, nas_train):
+    root = tmp_path / "runs"
+    for overrides in (["resume=true"], ["genotype=DARTS_V9"], ["data=cifar10", "data.root=/no"]):
+        proc = nas_train(root / "a" / "b", "epochs=1", *overrides)
+        assert proc.returncode == 2, proc.stderr
+    assert not root.exists()
 
 
 def test_eval_only_reproduces_the_final_test_accuracy(tiny, uninterrupted, one_thread):
@@ -119,9 +181,18 @@ def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted, nas_train
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["epochs=3"], "was written with epochs=2, but epochs=3 was asked for"),  # another schedule
+        # a finished cosine run of 2 epochs is not the start of one of 3
+        (
+            ["epochs=3"],
+            r"epochs=3 would change epoch 2 of the 2 already trained .*learning rate "
+            r"0.0125 -> 0.01875, drop-path probability 0.1 -> 0.06667",
+        ),  # fmt: skip
         (["genotype=DARTS_V1"], "trains the genotype Genotype"),
-        (["model.darts.C=6"], "was written with model="),
+        (
+            ["model.darts.C=6", "seed=3"],
+            r"was written with other values: model.darts.C 4 -> 6, "
+            r"seed 0 -> 3; resume with the run's own values",
+        ),  # fmt: skip
     ],
 )
 def test_foreign_checkpoints_are_refused(tiny, uninterrupted, overrides, message):
@@ -198,3 +269,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, nas_train, overrides, messag
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("nas-train: error: ")
     assert re.search(message, lines[0]), lines[0]
+
+
+def test_eval_only_writes_no_run_folder(tmp_path, uninterrupted, nas_train):
+    proc = nas_train(tmp_path / "outputs" / "eval", "eval_only=true",
+                     f"checkpoint={uninterrupted}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "test_top1" in proc.stdout
+    assert not (tmp_path / "outputs").exists()  # Hydra's folder for the command, removed

@@ -1,0 +1,68 @@
+"""A run folder that cannot be written (full disk, read-only file system, no permission).
+
+Every file of a run is written so that a failed write leaves the earlier state intact:
+checkpoints and the small result files through a temporary file and an atomic rename (the
+temporary file removed on failure), logs by appending whole lines (a torn last line is dropped
+on resume). So a write that fails is reported in one line that says what failed and what is
+still there, and the run stops with exit code 2; ``resume=true`` continues once there is room.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+# errno values that mean "this location cannot be written", not a bug
+WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+)
+
+
+def is_write_error(error: BaseException) -> bool:
+    """Whether ``error`` is a failed write to storage (full, read-only, not permitted)."""
+    return isinstance(error, OSError) and error.errno in WRITE_ERRNOS
+
+
+def write_error_message(error: OSError, run_dir: Path, checkpoint: Path) -> str:
+    """One line: what could not be written, why, and what the run folder still holds."""
+    reason = os.strerror(error.errno) if error.errno else str(error)
+    target = Path(error.filename) if error.filename else run_dir
+    if not _inside(target, run_dir):
+        return f"cannot write {target} ({reason})"
+    if checkpoint.is_file():
+        kept = f"the last complete checkpoint {checkpoint} is intact"
+    else:
+        kept = "no checkpoint had been written yet"
+    return (
+        f"cannot write {target} ({reason}); {kept}; make room or choose a writable "
+        "hydra.run.dir, then run again (resume=true continues from the checkpoint)"
+    )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.absolute().relative_to(folder.absolute())
+    except ValueError:
+        return folder.absolute().is_relative_to(path.absolute())  # a parent of the run folder
+    return True
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and an atomic rename: a failed write
+    (a full disk) leaves the old file as it was and no temporary file behind."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
