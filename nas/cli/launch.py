@@ -44,3 +44,13 @@ def exit_preempted(program: str, checkpoint: Path, run_dir: Path) -> NoReturn:
             flush=True,
         )
     sys.exit(EXIT_PREEMPTED)
+
+
+def set_on_command_line(*keys: str) -> list[str]:
+    """Which of ``keys`` the command line set (Hydra's task overrides); [] outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    given = {o.partition("=")[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    return [key for key in keys if key in given]

@@ -19,9 +19,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from nas.cli.configs import config_dir, options, user_folders
 from nas.cli.launch import EXIT_BAD_INPUT, exit_preempted, fail, is_rank0
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
 GROUPS = ("space", "search", "selection", "data", "experiment")
 
 
@@ -30,16 +31,20 @@ def _fail(message: str) -> NoReturn:
 
 
 def check_group_choices(argv: list[str]) -> None:
-    """Reject ``group=unknown`` before Hydra does (its message spans a page)."""
+    """Reject ``group=unknown`` before Hydra does (its message spans a page); names in the
+    user's own config folders (``hydra.searchpath``, ``--config-dir``) count."""
+    extra = user_folders(argv)
+    if extra is None:  # a pkg:// entry: its options cannot be listed, let Hydra judge
+        return
     for arg in argv:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+~")
         if not sep or key not in GROUPS or value in ("null", ""):
             continue
-        options = sorted(p.stem for p in (CONFIG_DIR / key).glob("*.yaml"))
+        names = options([CONFIG_DIR / key, *(folder / key for folder in extra)])
         for choice in value.split(","):  # -m sweeps: space=darts,nb201
-            if choice not in options:
-                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(options)}")
+            if choice not in names:
+                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")

@@ -43,7 +43,6 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
-from tqdm import tqdm
 
 from nas import distributed as D
 from nas.checkpoint import (
@@ -63,6 +62,7 @@ from nas.data import (
 )
 from nas.data.loaders import seed_worker
 from nas.metrics import MetricLogger
+from nas.progress import Progress, start_line
 from nas.search.base import STRATEGIES, Batch, SearchContext, SearchStrategy, Shards
 from nas.selection.base import SELECTORS, Selector
 from nas.supernet import Supernet, build_supernet
@@ -591,6 +591,7 @@ class SearchRun:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+            print(self._start_line(), flush=True)
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             while self.epoch < self.epochs:
@@ -603,6 +604,20 @@ class SearchRun:
             if self.logger is not None:
                 self.logger.close()
         return SearchResult(genotype, self.run_dir, self._final)
+
+    def _start_line(self) -> str:
+        keys = ["space.name", "space.C", "space.layers", "search.name", "search.order",
+                "selection.name", "data.name", "data.max_items", "epochs", "batch_size",
+                "seed"]  # fmt: skip
+        return start_line(
+            "nas-search",
+            self.run_dir,
+            self.cfg,
+            keys,
+            device=self.device,
+            processes=self.env.world_size,
+            resumed_at_epoch=self.epoch if self.global_step else None,
+        )
 
     def _run_epoch(self) -> None:
         epoch = self.epoch
@@ -660,12 +675,15 @@ class SearchRun:
         val_batches = _sampler(self.val_loader).num_batches
         val_iter = _start_epoch(self.val_loader, self.seed, key, start % val_batches, 1)
         total = start + len(self.train_loader)
-        bar = tqdm(
+        epochs_after = self.epochs - self.epoch - 1 if self.phase == "search" else 0
+        bar = Progress(
             total=total,
             initial=start,
             desc=desc,
-            disable=not (self.main and sys.stderr.isatty()),
-            leave=False,
+            enabled=self.main,
+            log_every=int(self.cfg.log_every),
+            first_step=self.global_step,
+            steps_after=max(epochs_after, 0) * _sampler(self.train_loader).num_batches,
         )
         t0 = time.perf_counter()
         images = 0
@@ -704,8 +722,7 @@ class SearchRun:
             self._epoch_sums["_n"] = self._epoch_sums.get("_n", 0.0) + n
             self.step_in_epoch += 1
             self.global_step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{metrics['train_loss']:.3f}")
+            bar.update(1, images=n, loss=metrics.get("train_loss"))
             if self.global_step % self.sync_check_every == 0:
                 self._check_in_sync()
             if self.logger is not None and self.global_step % int(self.cfg.log_every) == 0:

@@ -46,7 +46,6 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.utils.data import Dataset, Subset
-from tqdm import tqdm
 
 from nas import distributed as D
 from nas.checkpoint import (
@@ -57,8 +56,10 @@ from nas.checkpoint import (
     seed_everything,
     set_rng_state,
 )
+from nas.cli.launch import set_on_command_line
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
 from nas.metrics import MetricLogger
+from nas.progress import Progress, start_line
 from nas.summary import summarize
 from nas.train.data import eval_loader, start_epoch, stream_seed, train_loader
 from nas.train.ema import EMA
@@ -580,6 +581,11 @@ class TrainRun:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+            keys = ["genotype", "data.name", "data.max_items", "epochs", "batch_size", "seed"]
+            resumed = self.epoch or None
+            line = start_line("nas-train", self.run_dir, self.cfg, keys, device=self.device,
+                              processes=self.env.world_size, resumed_at_epoch=resumed)  # fmt: skip
+            print(line, flush=True)
             self._log_start()
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
@@ -606,12 +612,14 @@ class TrainRun:
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.model.train()
         batches = start_epoch(self.train_loader, seed=self.seed, epoch=epoch, start_batch=start)
-        bar = tqdm(
+        bar = Progress(
             total=start + len(self.train_loader),
             initial=start,
             desc=f"epoch {epoch + 1}/{self.epochs}",
-            disable=not (self.main and sys.stderr.isatty()),
-            leave=False,
+            enabled=self.main,
+            log_every=int(self.cfg.log_every),
+            first_step=self.global_step,
+            steps_after=(self.epochs - epoch - 1) * (start + len(self.train_loader)),
         )
         sums_at_start = D.all_reduce_sum(self._sums.clone())
         t0 = time.perf_counter()
@@ -619,16 +627,16 @@ class TrainRun:
             loss = self._train_step(*self._to_device(x, y))
             self.step_in_epoch += 1
             self.global_step += 1
-            bar.update(1)
+            step_loss = None
             if self.global_step % int(self.cfg.log_every) == 0:
                 step_loss = float(D.all_reduce_sum(loss.double().reshape(1)).item())
                 step_loss /= self.env.world_size
                 self._check_finite({"train_loss": step_loss}, epoch)
-                bar.set_postfix(loss=f"{step_loss:.3f}")
                 if self.logger is not None:
                     self.logger.log(
                         "step", epoch=epoch, step=self.global_step, lr=lr, train_loss=step_loss
                     )
+            bar.update(1, images=int(x.shape[0]) * self.env.world_size, loss=step_loss)
             stop = (
                 D.any_rank(self._stop_requested, self.device)
                 if self.env.distributed
@@ -708,10 +716,13 @@ class TrainRun:
             f"{self.batch_size}; {self.epochs} epochs on {self.device}",
             flush=True,
         )
-        if self.spec.family == "TinyNetwork":
+        ignored = set_on_command_line(
+            "model.auxiliary", "model.auxiliary_weight", "model.drop_path"
+        )
+        if self.spec.family == "TinyNetwork" and ignored:  # only when the user asked for them
             print(
-                "TinyNetwork has no auxiliary head and no drop-path: model.auxiliary and "
-                "model.drop_path do not apply",
+                f"TinyNetwork has no auxiliary head and no drop-path: {', '.join(ignored)} "
+                "do not apply",
                 flush=True,
             )
         if self.logger is not None and self.global_step == 0:
