@@ -330,7 +330,10 @@ class SearchRun:
 
         # data: the training set split by index into weight and architecture halves
         data_name = str(cfg.data.name)
-        info = dataset_info(data_name)
+        try:
+            info = dataset_info(data_name, cfg.data)
+        except (ValueError, FileNotFoundError) as e:
+            raise SearchError(str(e)) from None
         try:
             weight_set, arch_set = self._search_data(cfg.data)
         except (ValueError, FileNotFoundError) as e:
@@ -413,6 +416,7 @@ class SearchRun:
             name,
             cutout=int(data.get("cutout", 0) or 0),
             color_jitter=bool(data.get("color_jitter", True)),
+            image_size=data.get("image_size"),
         )
         train_set = build_dataset(
             name,
@@ -426,6 +430,11 @@ class SearchRun:
             if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 2:
                 raise ValueError(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
             train_set = Subset(train_set, range(min(max_items, len(train_set))))  # type: ignore[arg-type]
+        if data.get("val_root"):  # an image folder's held-out folder: the architecture split
+            arch_set = build_dataset(
+                name, root=data.root, val_root=data.val_root, train=False, transform=transform
+            )
+            return train_set, arch_set
         if name == "imagenet":  # DrNAS / PC-DARTS: per-class subsets, not halves
             return imagenet_search_subsets(
                 train_set,

@@ -266,13 +266,20 @@ def _datasets(cfg: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
             name,
             cutout=int(data.get("cutout", 0) or 0),
             color_jitter=bool(data.get("color_jitter", True)),
+            image_size=data.get("image_size"),
         )
     else:  # no random augmentation at all (tests, debugging): the evaluation preprocessing
-        transform = eval_transform(name)
+        transform = eval_transform(name, image_size=data.get("image_size"))
     root = data.get("root")
     download = bool(data.get("download", False))
     train_set = build_dataset(name, root=root, train=True, transform=transform, download=download)
-    test_set = build_dataset(name, root=root, train=False, transform=eval_transform(name))
+    test_set = build_dataset(
+        name,
+        root=root,
+        val_root=data.get("val_root"),
+        train=False,
+        transform=eval_transform(name, image_size=data.get("image_size")),
+    )
     max_items = data.get("max_items")
     if max_items is not None:  # the first N training images only: smoke tests, tiny studies
         train_set = Subset(train_set, range(min(int(max_items), len(train_set))))  # type: ignore[arg-type]
@@ -312,7 +319,10 @@ class TrainRun:
             self.genotype: AnyGenotype = resolve_train_genotype(cfg.genotype)
         except (ValueError, FileNotFoundError) as e:
             raise TrainError(str(e)) from None
-        info = dataset_info(str(cfg.data.name))
+        try:
+            info = dataset_info(str(cfg.data.name), cfg.data)
+        except (ValueError, FileNotFoundError) as e:
+            raise TrainError(str(e)) from None
         self.num_classes = int(info["num_classes"])
         # Data before the rendezvous: a rank without its data stops now, and torchrun ends the
         # others, instead of everyone waiting in the first collective.
@@ -844,10 +854,14 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     eval_batch = int(cfg.eval.get("batch_size") or cfg.batch_size)
     batch = per_rank_batch(eval_batch, env.world_size, "eval.batch_size")
     name = str(cfg.data.name)
-    info = dataset_info(name)
     try:
+        info = dataset_info(name, cfg.data)
         test_set: Dataset[Any] = build_dataset(
-            name, root=cfg.data.get("root"), train=False, transform=eval_transform(name)
+            name,
+            root=cfg.data.get("root"),
+            val_root=cfg.data.get("val_root"),
+            train=False,
+            transform=eval_transform(name, image_size=cfg.data.get("image_size")),
         )
     except (ValueError, FileNotFoundError) as e:
         raise TrainError(str(e)) from None
@@ -858,11 +872,14 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     state = _main_then_broadcast(lambda: load_checkpoint(path, kind="train"))
     old = OmegaConf.create(state["config"])
     trained_on = str(old.data.name)
-    if int(dataset_info(trained_on)["num_classes"]) != int(info["num_classes"]):
+    try:
+        trained_classes = int(dataset_info(trained_on, old.data)["num_classes"])
+    except (ValueError, FileNotFoundError):  # its image folder is not here: trust the weights
+        trained_classes = int(info["num_classes"])
+    if trained_classes != int(info["num_classes"]):
         raise TrainError(
-            f"checkpoint {path} was trained on {trained_on} "
-            f"({dataset_info(trained_on)['num_classes']} classes); data={name} has "
-            f"{info['num_classes']}"
+            f"checkpoint {path} was trained on {trained_on} ({trained_classes} classes); "
+            f"data={name} has {info['num_classes']}"
         )
     genotype = genotype_from_json(state["genotype"])
     m = old.model
