@@ -400,7 +400,9 @@ class SearchRun:
         self._apply_memory_format()
         self.logger = (
             MetricLogger(
-                self.run_dir, resume_step=self.global_step if resume_state is not None else None
+                self.run_dir,
+                resume_step=self.global_step if resume_state is not None else None,
+                config=self.cfg,
             )
             if self.main
             else None

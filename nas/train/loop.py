@@ -429,7 +429,9 @@ class TrainRun:
             self._load(resume_state)
         self.logger = (
             MetricLogger(
-                self.run_dir, resume_step=self.global_step if resume_state is not None else None
+                self.run_dir,
+                resume_step=self.global_step if resume_state is not None else None,
+                config=self.cfg,
             )
             if self.main
             else None
