@@ -1,12 +1,13 @@
 """``nas-search``: run a differentiable architecture search from Hydra configs.
 
-``nas-search`` alone runs the quickstart; ``nas-search space=darts search=darts
-search.order=2 epochs=50`` overrides any value; ``nas-search -m seed=0,1,2`` sweeps seeds;
-``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one search data-parallel over 8
-processes (``batch_size`` stays the global batch; see ``nas.search.loop``). Bad input (an
-unknown name, a value of the wrong type or range, an unusable run folder, a non-finite loss)
-prints one line and exits with code 2; SIGTERM writes a checkpoint and exits with code 143
-after saying how to resume.
+``nas-search`` alone runs the quickstart (``experiment=quickstart``, added whenever the command
+line does not choose a space, strategy, selection, data set or experiment); ``nas-search
+space=darts search=darts search.order=2 epochs=50`` overrides any value; ``nas-search -m
+seed=0,1,2`` sweeps seeds; ``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one
+search data-parallel over 8 processes (``batch_size`` stays the global batch; see
+``nas.search.loop``). Bad input (an unknown name, a value of the wrong type or range, an
+unusable run folder, a non-finite loss) prints one line and exits with code 2; SIGTERM writes
+a checkpoint and exits with code 143 after saying how to resume.
 """
 
 from __future__ import annotations
@@ -83,7 +84,24 @@ def _bench_line(genotype: object) -> str | None:
     return line
 
 
+# Naming any of these starts from the plain defaults; otherwise nas-search runs the quickstart.
+_CHOOSES_THE_SEARCH = ("experiment", "space", "search", "selection", "data", "from_run")
+
+
+def quickstart_argv(argv: list[str]) -> list[str]:
+    """``experiment=quickstart`` added unless the command line chooses what to search (a group,
+    a value inside one, or ``from_run``): ``nas-search`` and ``nas-search seed=1`` run the
+    quickstart, ``nas-search space=darts epochs=50`` the plain defaults."""
+    for arg in argv:
+        key = arg.partition("=")[0].lstrip("+~")
+        if key.split(".")[0] in _CHOOSES_THE_SEARCH:
+            return argv
+    at = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
+    return [*argv[:at], "experiment=quickstart", *argv[at:]]
+
+
 def main() -> None:
+    sys.argv = [sys.argv[0], *quickstart_argv(sys.argv[1:])]
     check_group_choices(sys.argv[1:])
     try:
         _search()
