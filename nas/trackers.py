@@ -70,7 +70,6 @@ class WandbTracker:
             config=config,
             id=run_id,
             resume="allow" if run_id else None,
-            reinit="create_new",
         )
         self.run_id = str(self.run.id)
 
