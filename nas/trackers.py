@@ -173,7 +173,18 @@ def open_trackers(
         node = settings.get(kind)
         if not node or not node.get("enabled", False):
             continue
-        opened.append(cls(node, run_dir, run_name, config, ids.get(kind)))
+        try:
+            opened.append(cls(node, run_dir, run_name, config, ids.get(kind)))
+        except ValueError:
+            raise
+        except Exception as e:  # not logged in, server unreachable, ...: one line, not a trace
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            for tracker in opened:
+                tracker.close()
+            raise ValueError(
+                f"trackers.{kind}: could not start a run ({type(e).__name__}: {first}); "
+                f"expected a working {kind} set-up, or trackers.{kind}.enabled=false"
+            ) from None
     if opened:
         ids_path.write_text(json.dumps({t.name: t.run_id for t in opened}, indent=2) + "\n")
     return opened

@@ -201,3 +201,20 @@ def test_trackers_are_off_by_default(tmp_path):
     logger = MetricLogger(tmp_path, config=cfg)
     assert type(logger.tb).__name__ == "SummaryWriter" and not (tmp_path / "trackers.json").exists()
     logger.close()
+
+
+def test_a_tracker_that_cannot_start_is_one_line(tmp_path, monkeypatch):
+    from nas import trackers
+
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("api key not configured\nsecond line")
+
+    monkeypatch.setattr(trackers.WandbTracker, "__init__", refuse)
+    with pytest.raises(
+        ValueError,
+        match=r"^trackers.wandb: could not start a run \(RuntimeError: api key not configured\); expected",
+    ) as info:
+        trackers.open_trackers(
+            {"wandb": {"enabled": True}}, tmp_path, run_name="r", config={}, resume=False
+        )
+    assert "\n" not in str(info.value)
