@@ -1,4 +1,5 @@
-"""Run logs: ``metrics.jsonl`` (one JSON object per event) and TensorBoard scalars.
+"""Run logs: ``metrics.jsonl`` (one JSON object per event), TensorBoard scalars and, where the
+config switches them on, the experiment trackers (``nas.trackers``: W&B, MLflow).
 
 Shared by the search and training loops. Every event carries ``epoch`` and ``step`` (the global
 step). On resume, events logged after the checkpoint that the run restarts from are dropped
@@ -16,6 +17,8 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
+from nas.trackers import TrackedWriter, open_trackers
+
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -26,7 +29,9 @@ def _clean(value: Any) -> Any:
 class MetricLogger:
     """Appends events to ``run_dir/metrics.jsonl`` and scalars to TensorBoard."""
 
-    def __init__(self, run_dir: str | Path, *, resume_step: int | None = None) -> None:
+    def __init__(
+        self, run_dir: str | Path, *, resume_step: int | None = None, config: Any = None
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -35,10 +40,34 @@ class MetricLogger:
         elif self.path.exists():
             self.path.unlink()
         self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 (closed in close())
-        self.tb = SummaryWriter(
+        writer = SummaryWriter(
             log_dir=str(self.run_dir / "tensorboard"),
             purge_step=resume_step + 1 if resume_step is not None else None,
         )
+        self.tb: Any = writer
+        trackers = self._open_trackers(config, resume=resume_step is not None)
+        if trackers:  # the same scalars, figures and text go to them as to TensorBoard
+            self.tb = TrackedWriter(writer, trackers)
+
+    def _open_trackers(self, config: Any, *, resume: bool) -> list[Any]:
+        if config is None:
+            return []
+        from omegaconf import DictConfig, OmegaConf
+
+        tree = config
+        if isinstance(config, DictConfig):
+            tree = OmegaConf.to_container(config, resolve=True)
+        settings = tree.get("trackers") if isinstance(tree, dict) else None
+        if not settings:
+            return []
+        run_name = f"{self.run_dir.parent.name}/{self.run_dir.name}"
+        try:
+            return open_trackers(
+                settings, self.run_dir, run_name=run_name, config=tree, resume=resume
+            )
+        except Exception:
+            self._file.close()  # nothing half-open when a tracker fails to start
+            raise
 
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():

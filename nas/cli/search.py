@@ -1,15 +1,16 @@
 """``nas-search``: run a differentiable architecture search from Hydra configs.
 
-``nas-search`` alone runs the quickstart; ``nas-search space=darts search=darts
-search.order=2 epochs=50`` overrides any value; ``nas-search -m seed=0,1,2`` sweeps seeds;
-``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one search data-parallel over 8
-processes (``batch_size`` stays the global batch; see ``nas.search.loop``). Bad input (an
-unknown name, a value of the wrong type or range, an unusable run folder, a non-finite loss)
-prints one line and exits with code 2, before anything is imported or written where the
-command line alone shows it (``nas.cli.config_check``); SIGTERM and Ctrl-C write a checkpoint
-at the next step and exit with code 143 / 130 after saying how to resume (a second Ctrl-C stops
-at once); a run folder in use by another run, or one that cannot be written, is one line and
-exit code 2 (``nas.cli.launch.run_in_folder``).
+``nas-search`` alone runs the quickstart (``experiment=quickstart``, added whenever the command
+line does not choose a space, strategy, selection, data set or experiment); ``nas-search
+space=darts search=darts search.order=2 epochs=50`` overrides any value; ``nas-search -m
+seed=0,1,2`` sweeps seeds; ``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one
+search data-parallel over 8 processes (``batch_size`` stays the global batch; see
+``nas.search.loop``). Bad input (an unknown name, a value of the wrong type or range, an
+unusable run folder, a non-finite loss) prints one line and exits with code 2, before anything
+is imported or written where the command line alone shows it (``nas.cli.config_check``);
+SIGTERM and Ctrl-C write a checkpoint at the next step and exit with code 143 / 130 after
+saying how to resume (a second Ctrl-C stops at once); a run folder in use by another run, or
+one that cannot be written, is one line and exit code 2 (``nas.cli.launch.run_in_folder``).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from nas.cli.config_check import CommandLineError, check_command_line
+from nas.cli.configs import config_dir, options, user_folders
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
 from nas.run.config import validate_search_config
 
 if TYPE_CHECKING:
     from nas.search.loop import SearchResult
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
 GROUPS = ("space", "search", "selection", "data", "experiment")
 PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
 
@@ -39,16 +41,20 @@ def _fail(message: str) -> NoReturn:
 
 
 def check_group_choices(argv: list[str]) -> None:
-    """Reject ``group=unknown`` before Hydra does (its message spans a page)."""
+    """Reject ``group=unknown`` before Hydra does (its message spans a page); names in the
+    user's own config folders (``hydra.searchpath``, ``--config-dir``) count."""
+    extra = user_folders(argv)
+    if extra is None:  # a pkg:// entry: its options cannot be listed, let Hydra judge
+        return
     for arg in argv:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+~")
         if not sep or key not in GROUPS or value in ("null", ""):
             continue
-        options = sorted(p.stem for p in (CONFIG_DIR / key).glob("*.yaml"))
+        names = options([CONFIG_DIR / key, *(folder / key for folder in extra)])
         for choice in value.split(","):  # -m sweeps: space=darts,nb201
-            if choice not in options:
-                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(options)}")
+            if choice not in names:
+                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")
@@ -88,6 +94,22 @@ def _bench_line(genotype: object) -> str | None:
     return line
 
 
+# Naming any of these starts from the plain defaults; otherwise nas-search runs the quickstart.
+_CHOOSES_THE_SEARCH = ("experiment", "space", "search", "selection", "data", "from_run")
+
+
+def quickstart_argv(argv: list[str]) -> list[str]:
+    """``experiment=quickstart`` added unless the command line chooses what to search (a group,
+    a value inside one, or ``from_run``): ``nas-search`` and ``nas-search seed=1`` run the
+    quickstart, ``nas-search space=darts epochs=50`` the plain defaults."""
+    for arg in argv:
+        key = arg.partition("=")[0].lstrip("+~")
+        if key.split(".")[0] in _CHOOSES_THE_SEARCH:
+            return argv
+    at = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
+    return [*argv[:at], "experiment=quickstart", *argv[at:]]
+
+
 def check_config(argv: list[str]) -> None:
     """Everything the command line alone shows wrong, in one line, before Hydra or torch run."""
     check_group_choices(argv)
@@ -106,7 +128,9 @@ def check_config(argv: list[str]) -> None:
 
 
 def main() -> None:
-    check_config(sys.argv[1:])
+    argv = quickstart_argv(sys.argv[1:])
+    check_config(argv)
+    sys.argv = [sys.argv[0], *argv]
     try:
         _search()
     except SystemExit as e:

@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 
 from nas.cli import launch
 from nas.cli.config_check import CommandLineError, check_command_line
+from nas.cli.configs import config_dir, options, user_folders, user_search_path
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
 from nas.run.config import validate_train_config
 from nas.run.folder import remove_new_empty_dirs
@@ -37,48 +38,98 @@ from nas.run.folder import remove_new_empty_dirs
 if TYPE_CHECKING:
     from nas.train.loop import TrainResult
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
 TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
 GROUP_DIRS = {"data": CONFIG_DIR / "data", "experiment": TRAIN_CONFIG_DIR / "experiment"}
-_QUOTE_IF = ("|", "{", "(")  # genotype text Hydra's override grammar would misread
+# where a user's config folder D holds each group for nas-train (D mirrors configs/)
+_USER_GROUP = {"data": "data", "experiment": "train/experiment"}
+# characters of genotype text that Hydra's override grammar would misread unquoted
+_HYDRA_SPECIAL = set("|{}()[],'\" =:$\\")
+SHELL_QUOTING = (
+    'quote the whole override for the shell, e.g. nas-train "genotype=Genotype(normal='
+    "[('sep_conv_3x3', 0), ...], normal_concat=range(2, 6), ...)\" (double quotes outside, "
+    "the reference's single quotes inside)"
+)
 
 
 def _fail(message: str) -> NoReturn:
     fail("nas-train", message)
 
 
-def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in GROUP_DIRS[group].glob("*.yaml"))
+def group_options(group: str, argv: list[str] | None = None) -> list[str]:
+    """The names ``group=`` accepts: ours and those in the user's folders on the command line."""
+    extra = user_folders(argv or []) or []
+    return options([GROUP_DIRS[group], *(folder / _USER_GROUP[group] for folder in extra)])
 
 
 def check_group_choices(argv: list[str]) -> None:
     """Reject ``group=unknown`` before Hydra does (its message spans a page), and the search's
     ``experiment=`` recipes, which are on the search path but are not training recipes."""
+    if user_folders(argv) is None:  # a pkg:// entry: its options cannot be listed, let Hydra judge
+        return
     for arg in argv:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+~")
         if not sep or key not in GROUP_DIRS or value in ("null", ""):
             continue
-        options = group_options(key)
+        names = group_options(key, argv)
         for choice in value.split(","):  # -m sweeps: experiment=darts_cifar10,drnas_cifar10
-            if choice not in options:
-                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(options)}")
+            if choice not in names:
+                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
+
+
+def hydra_quote(value: str) -> str:
+    """``value`` as one quoted string of Hydra's override grammar (the quote character escaped
+    inside), so any genotype text reaches ``nas-train`` unchanged."""
+    quote = "'" if '"' in value and "'" not in value else '"'
+    return quote + value.replace(quote, "\\" + quote) + quote
+
+
+def check_genotype_quoting(argv: list[str]) -> None:
+    """One line saying how to quote when the shell mangled pasted ``Genotype(...)`` text: split
+    at its spaces (unbalanced brackets) or stripped of the op names' quotes."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not (sep and key.lstrip("+") == "genotype" and value.startswith("Genotype")):
+            continue
+        if value.count("(") != value.count(")") or value.count("[") != value.count("]"):
+            _fail(
+                f"genotype= holds only the start of the Genotype text ({value!r}): the shell "
+                f"split it at its spaces; {SHELL_QUOTING}"
+            )
+        if "'" not in value and '"' not in value:
+            _fail(f"the op names in genotype= lost their quotes to the shell; {SHELL_QUOTING}")
 
 
 def prepare_argv(argv: list[str]) -> list[str]:
     """The command line Hydra sees: genotype text quoted for Hydra's grammar (an NB201 arch
-    string or ``Genotype(...)`` text works as typed), and ``configs/`` on the search path."""
+    string or ``Genotype(...)`` text works as typed), and ``configs/`` on the search path with
+    the user's folders (``hydra.searchpath``, ``--config-dir``) after it; a user folder's
+    ``train/`` comes first, so that its ``train/experiment/`` recipes win over the search's
+    ``experiment/`` files of the same name."""
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+") in ("genotype", "checkpoint") and value.startswith(_QUOTE_IF):
-            quote = '"' if '"' not in value else "'"
-            arg = f"{key}={quote}{value}{quote}"
+        if sep and key.lstrip("+") == "hydra.searchpath":
+            continue  # merged below
+        if (
+            sep
+            and key.lstrip("+") in ("genotype", "checkpoint")
+            and not (value[:1] in "'\"" and value[-1:] == value[:1] and len(value) > 1)
+            and _HYDRA_SPECIAL.intersection(value)
+        ):
+            arg = f"{key}={hydra_quote(value)}"
         out.append(arg)
-    if not any(a.startswith("hydra.searchpath=") for a in out):
-        # next to the user's overrides: Hydra's argparse takes them as one run of positionals
-        at = next((i for i, a in enumerate(out) if "=" in a and not a.startswith("-")), len(out))
-        out.insert(at, f"hydra.searchpath=[file://{CONFIG_DIR}]")
+    user = user_search_path(argv)
+    train_dirs = [
+        f"{entry}/train"
+        for entry in user
+        if entry.startswith("file://") and Path(entry[len("file://") :], "train").is_dir()
+    ]
+    entries = [*train_dirs, f"file://{CONFIG_DIR}", *user]
+    # next to the user's overrides: Hydra's argparse takes them as one run of positionals
+    at = next((i for i, a in enumerate(out) if "=" in a and not a.startswith("-")), len(out))
+    out.insert(at, f"hydra.searchpath=[{','.join(entries)}]")
     return out
 
 
@@ -154,8 +205,10 @@ def _evaluate(cfg: DictConfig, bad_input: tuple[type[BaseException], ...]) -> No
 
 def check_config(argv: list[str]) -> None:
     """Everything the command line alone shows wrong, in one line, before Hydra or torch run;
-    ``argv`` as Hydra will see it (``prepare_argv``)."""
+    ``argv`` as typed (the check composes it as Hydra will see it, ``prepare_argv``)."""
+    check_genotype_quoting(argv)
     check_group_choices(argv)
+    argv = prepare_argv(argv)
     try:
         check_command_line(
             "nas-train",
@@ -170,9 +223,8 @@ def check_config(argv: list[str]) -> None:
 
 
 def main() -> None:
-    argv = prepare_argv(sys.argv[1:])
-    check_config(argv)
-    sys.argv = [sys.argv[0], *argv]
+    check_config(sys.argv[1:])
+    sys.argv = [sys.argv[0], *prepare_argv(sys.argv[1:])]
     try:
         _train()
     except SystemExit as e:

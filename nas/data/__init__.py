@@ -4,7 +4,7 @@ Pipeline: ``nas.data`` feeds ``nas.search`` (the weight / architecture halves of
 set, ``search_split``; per-class ImageNet subsets, ``imagenet_search_subsets``) and
 ``nas.train`` (full training and test sets). Datasets are registered by name in ``DATASETS``:
 ``cifar10``, ``cifar100``, ``cifar10-mini`` (embedded, no path), ``imagenet``,
-``imagenet16-120``.
+``imagenet16-120`` and ``imagefolder`` (the user's own class sub-folders, any image size).
 
     from nas.data import build_dataset, search_split, train_transform, make_loader
 

@@ -13,6 +13,11 @@ Data stage (``nas.data``): feeds ``nas.search`` (the weight / architecture halve
   DARTS and DrNAS ImageNet scripts read it.
 * ``imagenet16-120``: the 16x16 down-sampled ImageNet restricted to its first 120 classes, as
   NAS-Bench-201 (Dong & Yang, ICLR 2020) builds it (``xautodl`` ``ImageNet16``).
+* ``imagefolder``: the user's own data, a folder of class sub-folders (images of any size and
+  any format PIL reads) for training and search, and optionally a second such folder
+  (``val_root``) of held-out images: the test set of ``nas-train``, the architecture split of
+  ``nas-search`` instead of the index split. The side the networks see (``image_size``) is a
+  setting; the transforms follow from it (``nas.data.transforms``).
 
 Search data follow the references: DARTS (Liu et al., ICLR 2019) splits the training set by
 index, the first ``train_portion`` for the weights and the rest for the architecture, both with
@@ -440,6 +445,45 @@ def _build_imagenet(
     return dataset
 
 
+def _shuffled_folder(folder: Path, transform: Transform | None) -> Dataset[Any]:
+    """``ImageFolder(folder)`` in a fixed random order (seed 0), with its ``targets`` and
+    ``classes``: ImageFolder lists the images class by class, so "the first N images" and the
+    index split of the search would otherwise take whole classes."""
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"image folder {folder} does not exist; expected a folder of class sub-folders "
+            "(<folder>/<class>/<image>)"
+        )
+    try:
+        dataset = ImageFolder(str(folder), transform=transform)
+    except FileNotFoundError as error:
+        first_line = str(error).splitlines()[0] if str(error) else repr(error)
+        raise FileNotFoundError(
+            f"{folder}: {first_line}; expected one sub-folder of images per class"
+        ) from None
+    if len(dataset.classes) < 2:
+        raise ValueError(
+            f"image folder {folder} has {len(dataset.classes)} class folder(s); expected at "
+            "least 2 sub-folders, one per class"
+        )
+    order = np.random.default_rng(0).permutation(len(dataset)).tolist()
+    shuffled = Subset(dataset, order)
+    shuffled.targets = [dataset.targets[i] for i in order]  # type: ignore[attr-defined]
+    shuffled.classes = dataset.classes  # type: ignore[attr-defined]
+    return shuffled
+
+
+def _build_imagefolder(
+    root: Path | None, train: bool, transform: Transform | None, download: bool
+) -> Dataset[Any]:
+    """``root`` is the training folder for ``train=True`` and the held-out folder otherwise
+    (``build_dataset`` passes ``val_root`` there)."""
+    assert root is not None
+    if download:
+        raise ValueError("imagefolder data cannot be downloaded; expected download=false")
+    return _shuffled_folder(root, transform)
+
+
 def _build_cifar10_mini(
     root: Path | None, train: bool, transform: Transform | None, download: bool
 ) -> Dataset[Any]:
@@ -499,6 +543,17 @@ DATASETS.register("imagenet")(
         build=_build_imagenet,
     )
 )
+DATASETS.register("imagefolder")(
+    DatasetSpec(
+        name="imagefolder",
+        num_classes=0,  # the number of class folders (dataset_info)
+        image_size=0,  # data.image_size: the side the networks see
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
+        family="folder",
+        build=_build_imagefolder,
+    )
+)
 DATASETS.register("imagenet16-120")(
     DatasetSpec(
         name="imagenet16-120",
@@ -523,8 +578,12 @@ def build_dataset(
     train: bool,
     transform: Transform | None = None,
     download: bool = False,
+    val_root: str | os.PathLike[str] | None = None,
 ) -> Dataset[Any]:
     """The training (``train=True``) or test split of the dataset registered as ``name``.
+
+    ``imagefolder``: ``root`` is the folder of class sub-folders to train on; the test split is
+    the folder ``val_root`` (same class folders). Other datasets take no ``val_root``.
 
     ``root``: the dataset's folder (for CIFAR, the ``cifar-10-batches-py`` folder or its
     parent; for ImageNet, the folder holding ``train/`` and ``val/``); ``None`` for the embedded
@@ -543,19 +602,74 @@ def build_dataset(
         return spec.build(None, train, transform, download)
     if root is None or str(root) == "":
         raise ValueError(f"dataset {name!r} needs root=<its folder>; got {root!r}")
+    if spec.family == "folder":
+        if not train:
+            if val_root is None or str(val_root) == "":
+                raise ValueError(
+                    f"dataset {name!r} has no held-out images without val_root; expected "
+                    "data.val_root=<a folder of the same class sub-folders>"
+                )
+            _check_same_classes(Path(root).expanduser(), Path(val_root).expanduser())
+            root = val_root
+    elif val_root is not None:
+        raise ValueError(f"val_root applies to imagefolder data only; {name!r} got {val_root!r}")
     # Absolute, so that messages name the folder even when a launcher changed directory.
     return spec.build(Path(root).expanduser().absolute(), train, transform, download)
 
 
-def dataset_info(name: str) -> dict[str, Any]:
-    """``num_classes``, ``image_size`` (input side in pixels), channel ``mean`` and ``std``."""
+def _check_same_classes(root: Path, val_root: Path) -> None:
+    """A class missing from one folder would shift every later label: refuse it."""
+    if not (root.is_dir() and val_root.is_dir()):
+        return  # the builder names the missing folder
+    ours, theirs = _class_folders(root), _class_folders(val_root)
+    if ours != theirs:
+        raise ValueError(
+            f"class folders of {root.absolute()} ({len(ours)}) and {val_root.absolute()} "
+            f"({len(theirs)}) differ (only in the first: {sorted(set(ours) - set(theirs))[:3]}, "
+            f"only in the second: {sorted(set(theirs) - set(ours))[:3]}); expected the same "
+            "classes in both"
+        )
+
+
+def dataset_info(name: str, data: Any = None) -> dict[str, Any]:
+    """``num_classes``, ``image_size`` (input side in pixels), channel ``mean`` and ``std``.
+
+    ``imagefolder`` needs its data config ``data`` (a mapping with ``root`` and ``image_size``):
+    the classes are its class folders, the size is the setting."""
     spec = DATASETS.get(name)
+    num_classes, image_size = spec.num_classes, spec.image_size
+    if spec.family == "folder":
+        root = data.get("root") if data is not None else None
+        if root is None or str(root) == "":
+            raise ValueError(f"dataset {name!r} needs data.root=<a folder of class sub-folders>")
+        folder = Path(str(root)).expanduser().absolute()
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"image folder {folder} does not exist; expected a folder of class sub-folders"
+            )
+        num_classes = len(_class_folders(folder))
+        image_size = check_image_size(data.get("image_size"))
     return {
-        "num_classes": spec.num_classes,
-        "image_size": spec.image_size,
+        "num_classes": num_classes,
+        "image_size": image_size,
         "mean": spec.mean,
         "std": spec.std,
     }
+
+
+def check_image_size(value: Any) -> int:
+    """``data.image_size`` of an image folder: the side of the square the networks see. The
+    DARTS networks halve the feature map twice, and above 64 pixels their ImageNet stem three
+    times more: the side must divide evenly (by 4 up to 64 pixels, by 32 above)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 8:
+        raise ValueError(f"data.image_size must be an int >= 8 (pixels), got {value!r}")
+    step = 4 if value <= 64 else 32
+    if value % step:
+        raise ValueError(
+            f"data.image_size={value} must be a multiple of {step} (the networks halve the "
+            f"image {'2' if step == 4 else '5'} times); e.g. {value - value % step or step}"
+        )
+    return value
 
 
 def search_split(

@@ -8,6 +8,11 @@ wherever they exist, with the recipes of the reference code:
 * ImageNet (DARTS ``train_imagenet.py``): RandomResizedCrop 224, flip, ColorJitter(0.4, 0.4, 0.4,
   0.2); evaluation Resize 256 + CenterCrop 224.
 * ImageNet16-120 (NAS-Bench-201 ``get_datasets``): RandomCrop 16 pad 2, flip.
+* ``imagefolder`` (the user's images, any size), chosen by the side ``image_size`` the networks
+  see: up to 64 pixels the CIFAR recipe (resize the short side to ``image_size``, centre crop,
+  then RandomCrop with ``image_size / 8`` padding and flip; evaluation: resize and centre crop),
+  above 64 the ImageNet recipe (RandomResizedCrop ``image_size``, flip, optional ColorJitter;
+  evaluation: resize to ``image_size / 0.875`` and centre crop). ImageNet channel statistics.
 
 Random choices draw from torch's generator: seeded per worker by ``make_loader``, and by
 ``torch.manual_seed`` in the main process when the loader has no workers.
@@ -21,7 +26,7 @@ import torch
 from torch import Tensor
 from torchvision import transforms as T
 
-from nas.data.datasets import DATASETS
+from nas.data.datasets import DATASETS, check_image_size
 
 
 class Cutout:
@@ -61,16 +66,44 @@ def _check_cutout(cutout: int) -> None:
         raise ValueError(f"cutout must be a non-negative int (0 = off), got {cutout!r}")
 
 
-def train_transform(dataset_name: str, *, cutout: int = 0, color_jitter: bool = True) -> T.Compose:
+def _size(spec: Any, image_size: Any) -> int | None:
+    """The image folder's side (required there); None for datasets of a fixed size, where a
+    different ``image_size`` is refused."""
+    if spec.family == "folder":
+        return check_image_size(image_size)
+    if image_size is not None and image_size != spec.image_size:
+        raise ValueError(
+            f"{spec.name} images are {spec.image_size}x{spec.image_size}; got "
+            f"data.image_size={image_size!r} (only imagefolder data take another size)"
+        )
+    return None
+
+
+def train_transform(
+    dataset_name: str, *, cutout: int = 0, color_jitter: bool = True, image_size: Any = None
+) -> T.Compose:
     """The training augmentation of ``dataset_name``, with Cutout of side ``cutout`` if > 0.
 
-    ``color_jitter`` applies to ImageNet only: the DARTS retraining recipe uses it, the DrNAS
-    and PC-DARTS ImageNet search scripts do not (pass False to reproduce them).
+    ``color_jitter`` applies to ImageNet-sized images only: the DARTS retraining recipe uses it,
+    the DrNAS and PC-DARTS ImageNet search scripts do not (pass False to reproduce them).
+    ``image_size``: the side the networks see, required for ``imagefolder``.
     """
     spec = DATASETS.get(dataset_name)
     _check_cutout(cutout)
+    size = _size(spec, image_size)
     steps: list[Any]
-    if spec.family == "cifar":
+    if size is not None and size <= 64:  # a small image folder: the CIFAR recipe at its size
+        steps = [
+            T.Resize(size),
+            T.CenterCrop(size),
+            T.RandomCrop(size, padding=max(1, size // 8)),
+            T.RandomHorizontalFlip(),
+        ]
+    elif size is not None:  # a large one: the ImageNet recipe at its size
+        steps = [T.RandomResizedCrop(size), T.RandomHorizontalFlip()]
+        if color_jitter:
+            steps.append(T.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.2))
+    elif spec.family == "cifar":
         steps = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()]
     elif spec.family == "imagenet16":
         steps = [T.RandomCrop(16, padding=2), T.RandomHorizontalFlip()]
@@ -84,8 +117,12 @@ def train_transform(dataset_name: str, *, cutout: int = 0, color_jitter: bool = 
     return T.Compose(steps)
 
 
-def eval_transform(dataset_name: str) -> T.Compose:
-    """The evaluation preprocessing of ``dataset_name`` (no randomness)."""
+def eval_transform(dataset_name: str, *, image_size: Any = None) -> T.Compose:
+    """The evaluation preprocessing of ``dataset_name`` (no randomness); ``image_size`` as in
+    ``train_transform``."""
     spec = DATASETS.get(dataset_name)
+    size = _size(spec, image_size)
     steps: list[Any] = [T.Resize(256), T.CenterCrop(224)] if spec.family == "imagenet" else []
+    if size is not None:
+        steps = [T.Resize(size if size <= 64 else round(size / 0.875)), T.CenterCrop(size)]
     return T.Compose([*steps, T.ToTensor(), T.Normalize(spec.mean, spec.std)])

@@ -25,6 +25,7 @@ SEARCH_NEUTRAL_KEYS = (
     "log_every",
     "eval",
     "figures",
+    "trackers",
     "sync_check_every",
     "micro_batches",  # checked on its own: processes x micro_batches must stay (batch norm)
     "data.root",
@@ -34,8 +35,8 @@ SEARCH_NEUTRAL_KEYS = (
     "data.persistent_workers",
 )
 SEARCH_NEUTRAL_WORDS = (
-    "device, channels_last, logging (log_every, eval, figures, sync_check_every), data loading "
-    "(data.root, data.num_workers, ...) and processes x micro_batches"
+    "device, channels_last, logging (log_every, eval, figures, trackers, sync_check_every), data "
+    "loading (data.root, data.num_workers, ...) and processes x micro_batches"
 )
 TRAIN_NEUTRAL_KEYS = (
     "name",
@@ -45,6 +46,7 @@ TRAIN_NEUTRAL_KEYS = (
     "compile",
     "log_every",
     "save_best",
+    "trackers",
     "eval_only",
     "checkpoint",
     "genotype",  # compared as the genotype it names, not as the text that named it
@@ -55,7 +57,7 @@ TRAIN_NEUTRAL_KEYS = (
     "data.persistent_workers",
 )
 TRAIN_NEUTRAL_WORDS = (
-    "device, channels_last, compile, logging (log_every, save_best) and data loading "
+    "device, channels_last, compile, logging (log_every, save_best, trackers) and data loading "
     "(data.root, data.num_workers, ...)"
 )
 
@@ -165,3 +167,13 @@ def validate_train_config(cfg: DictConfig, error: type[Exception] = ValueError) 
         raise error(
             f"optimizer.warmup_epochs={cfg.optimizer.warmup_epochs} exceeds epochs={cfg.epochs}"
         )
+
+
+def set_on_command_line(*keys: str) -> list[str]:
+    """Which of ``keys`` the command line set (Hydra's task overrides); [] outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig  # Hydra's runtime, only inside a Hydra app
+
+    if not HydraConfig.initialized():
+        return []
+    given = {o.partition("=")[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    return [key for key in keys if key in given]

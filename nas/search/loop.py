@@ -42,7 +42,6 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
-from tqdm import tqdm
 
 from nas import distributed as D
 from nas.checkpoint import (
@@ -62,6 +61,7 @@ from nas.data import (
 )
 from nas.data.loaders import seed_worker
 from nas.metrics import MetricLogger
+from nas.progress import Progress, start_line
 from nas.run.config import SEARCH_NEUTRAL_KEYS, SEARCH_NEUTRAL_WORDS, validate_search_config
 from nas.run.disk import atomic_write_text
 from nas.run.resume import check_epochs, check_same_config, follow_new_schedule
@@ -358,7 +358,10 @@ class SearchRun:
 
         # data: the training set split by index into weight and architecture halves
         data_name = str(cfg.data.name)
-        info = dataset_info(data_name)
+        try:
+            info = dataset_info(data_name, cfg.data)
+        except (ValueError, FileNotFoundError) as e:
+            raise SearchError(str(e)) from None
         try:
             weight_set, arch_set = self._search_data(cfg.data)
         except (ValueError, FileNotFoundError) as e:
@@ -427,7 +430,9 @@ class SearchRun:
         self._apply_memory_format()
         self.logger = (
             MetricLogger(
-                self.run_dir, resume_step=self.global_step if resume_state is not None else None
+                self.run_dir,
+                resume_step=self.global_step if resume_state is not None else None,
+                config=self.cfg,
             )
             if self.main
             else None
@@ -445,6 +450,7 @@ class SearchRun:
             name,
             cutout=int(data.get("cutout", 0) or 0),
             color_jitter=bool(data.get("color_jitter", True)),
+            image_size=data.get("image_size"),
         )
         train_set = build_dataset(
             name,
@@ -458,6 +464,11 @@ class SearchRun:
             if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 2:
                 raise ValueError(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
             train_set = Subset(train_set, range(min(max_items, len(train_set))))  # type: ignore[arg-type]
+        if data.get("val_root"):  # an image folder's held-out folder: the architecture split
+            arch_set = build_dataset(
+                name, root=data.root, val_root=data.val_root, train=False, transform=transform
+            )
+            return train_set, arch_set
         if name == "imagenet":  # DrNAS / PC-DARTS: per-class subsets, not halves
             return imagenet_search_subsets(
                 train_set,
@@ -691,6 +702,7 @@ class SearchRun:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             config = OmegaConf.to_yaml(self.cfg, resolve=True)
             atomic_write_text(self.run_dir / "config.yaml", config)
+            print(self._start_line(), flush=True)
         try:
             with self._signals:
                 while self.epoch < self.epochs:
@@ -702,6 +714,20 @@ class SearchRun:
             if self.logger is not None:
                 self.logger.close()
         return SearchResult(genotype, self.run_dir, self._final)
+
+    def _start_line(self) -> str:
+        keys = ["space.name", "space.C", "space.layers", "search.name", "search.order",
+                "selection.name", "data.name", "data.max_items", "epochs", "batch_size",
+                "seed"]  # fmt: skip
+        return start_line(
+            "nas-search",
+            self.run_dir,
+            self.cfg,
+            keys,
+            device=self.device,
+            processes=self.env.world_size,
+            resumed_at_epoch=self.epoch if self.global_step else None,
+        )
 
     def _run_epoch(self) -> None:
         epoch = self.epoch
@@ -762,12 +788,15 @@ class SearchRun:
         val_batches = _sampler(self.val_loader).num_batches
         val_iter = _start_epoch(self.val_loader, self.seed, key, start % val_batches, 1)
         total = start + len(self.train_loader)
-        bar = tqdm(
+        epochs_after = self.epochs - self.epoch - 1 if self.phase == "search" else 0
+        bar = Progress(
             total=total,
             initial=start,
             desc=desc,
-            disable=not (self.main and sys.stderr.isatty()),
-            leave=False,
+            enabled=self.main,
+            log_every=int(self.cfg.log_every),
+            first_step=self.global_step,
+            steps_after=max(epochs_after, 0) * _sampler(self.train_loader).num_batches,
         )
         t0 = time.perf_counter()
         images = 0
@@ -806,8 +835,7 @@ class SearchRun:
             self._epoch_sums["_n"] = self._epoch_sums.get("_n", 0.0) + n
             self.step_in_epoch += 1
             self.global_step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{metrics['train_loss']:.3f}")
+            bar.update(1, images=n, loss=metrics.get("train_loss"))
             if self.global_step % self.sync_check_every == 0:
                 self._check_in_sync()
             if self.logger is not None and self.global_step % int(self.cfg.log_every) == 0:

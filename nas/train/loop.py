@@ -45,7 +45,6 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.utils.data import Dataset, Subset
-from tqdm import tqdm
 
 from nas import distributed as D
 from nas.checkpoint import (
@@ -58,10 +57,12 @@ from nas.checkpoint import (
 )
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
 from nas.metrics import MetricLogger
+from nas.progress import Progress, start_line
 from nas.run.config import (
     SCHEDULES,
     TRAIN_NEUTRAL_KEYS,
     TRAIN_NEUTRAL_WORDS,
+    set_on_command_line,
     validate_train_config,
 )
 from nas.run.disk import atomic_write_text
@@ -191,13 +192,20 @@ def _datasets(cfg: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
             name,
             cutout=int(data.get("cutout", 0) or 0),
             color_jitter=bool(data.get("color_jitter", True)),
+            image_size=data.get("image_size"),
         )
     else:  # no random augmentation at all (tests, debugging): the evaluation preprocessing
-        transform = eval_transform(name)
+        transform = eval_transform(name, image_size=data.get("image_size"))
     root = data.get("root")
     download = bool(data.get("download", False))
     train_set = build_dataset(name, root=root, train=True, transform=transform, download=download)
-    test_set = build_dataset(name, root=root, train=False, transform=eval_transform(name))
+    test_set = build_dataset(
+        name,
+        root=root,
+        val_root=data.get("val_root"),
+        train=False,
+        transform=eval_transform(name, image_size=data.get("image_size")),
+    )
     max_items = data.get("max_items")
     if max_items is not None:  # the first N training images only: smoke tests, tiny studies
         train_set = Subset(train_set, range(min(int(max_items), len(train_set))))  # type: ignore[arg-type]
@@ -237,7 +245,10 @@ class TrainRun:
             self.genotype: AnyGenotype = resolve_train_genotype(cfg.genotype)
         except (ValueError, FileNotFoundError) as e:
             raise TrainError(str(e)) from None
-        info = dataset_info(str(cfg.data.name))
+        try:
+            info = dataset_info(str(cfg.data.name), cfg.data)
+        except (ValueError, FileNotFoundError) as e:
+            raise TrainError(str(e)) from None
         self.num_classes = int(info["num_classes"])
         # Data before the rendezvous: a rank without its data stops now, and torchrun ends the
         # others, instead of everyone waiting in the first collective.
@@ -344,7 +355,9 @@ class TrainRun:
             self._load(resume_state)
         self.logger = (
             MetricLogger(
-                self.run_dir, resume_step=self.global_step if resume_state is not None else None
+                self.run_dir,
+                resume_step=self.global_step if resume_state is not None else None,
+                config=self.cfg,
             )
             if self.main
             else None
@@ -547,6 +560,11 @@ class TrainRun:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             config = OmegaConf.to_yaml(self.cfg, resolve=True)
             atomic_write_text(self.run_dir / "config.yaml", config)
+            keys = ["genotype", "data.name", "data.max_items", "epochs", "batch_size", "seed"]
+            resumed = self.epoch or None
+            line = start_line("nas-train", self.run_dir, self.cfg, keys, device=self.device,
+                              processes=self.env.world_size, resumed_at_epoch=resumed)  # fmt: skip
+            print(line, flush=True)
             self._log_start()
         try:
             with self._signals:
@@ -572,12 +590,14 @@ class TrainRun:
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.model.train()
         batches = start_epoch(self.train_loader, seed=self.seed, epoch=epoch, start_batch=start)
-        bar = tqdm(
+        bar = Progress(
             total=start + len(self.train_loader),
             initial=start,
             desc=f"epoch {epoch + 1}/{self.epochs}",
-            disable=not (self.main and sys.stderr.isatty()),
-            leave=False,
+            enabled=self.main,
+            log_every=int(self.cfg.log_every),
+            first_step=self.global_step,
+            steps_after=(self.epochs - epoch - 1) * (start + len(self.train_loader)),
         )
         sums_at_start = D.all_reduce_sum(self._sums.clone())
         t0 = time.perf_counter()
@@ -585,16 +605,16 @@ class TrainRun:
             loss = self._train_step(*self._to_device(x, y))
             self.step_in_epoch += 1
             self.global_step += 1
-            bar.update(1)
+            step_loss = None
             if self.global_step % int(self.cfg.log_every) == 0:
                 step_loss = float(D.all_reduce_sum(loss.double().reshape(1)).item())
                 step_loss /= self.env.world_size
                 self._check_finite({"train_loss": step_loss}, epoch)
-                bar.set_postfix(loss=f"{step_loss:.3f}")
                 if self.logger is not None:
                     self.logger.log(
                         "step", epoch=epoch, step=self.global_step, lr=lr, train_loss=step_loss
                     )
+            bar.update(1, images=int(x.shape[0]) * self.env.world_size, loss=step_loss)
             wanted = self._stop_requested or self._signals.requested
             stop = D.any_rank(wanted, self.device) if self.env.distributed else wanted
             if stop:
@@ -671,10 +691,13 @@ class TrainRun:
             f"{self.batch_size}; {self.epochs} epochs on {self.device}",
             flush=True,
         )
-        if self.spec.family == "TinyNetwork":
+        ignored = set_on_command_line(
+            "model.auxiliary", "model.auxiliary_weight", "model.drop_path"
+        )
+        if self.spec.family == "TinyNetwork" and ignored:  # only when the user asked for them
             print(
-                "TinyNetwork has no auxiliary head and no drop-path: model.auxiliary and "
-                "model.drop_path do not apply",
+                f"TinyNetwork has no auxiliary head and no drop-path: {', '.join(ignored)} "
+                "do not apply",
                 flush=True,
             )
         if self.logger is not None and self.global_step == 0:
@@ -794,10 +817,14 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     eval_batch = int(cfg.eval.get("batch_size") or cfg.batch_size)
     batch = per_rank_batch(eval_batch, env.world_size, "eval.batch_size")
     name = str(cfg.data.name)
-    info = dataset_info(name)
     try:
+        info = dataset_info(name, cfg.data)
         test_set: Dataset[Any] = build_dataset(
-            name, root=cfg.data.get("root"), train=False, transform=eval_transform(name)
+            name,
+            root=cfg.data.get("root"),
+            val_root=cfg.data.get("val_root"),
+            train=False,
+            transform=eval_transform(name, image_size=cfg.data.get("image_size")),
         )
     except (ValueError, FileNotFoundError) as e:
         raise TrainError(str(e)) from None
@@ -808,11 +835,14 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     state = _main_then_broadcast(lambda: load_checkpoint(path, kind="train"))
     old = OmegaConf.create(state["config"])
     trained_on = str(old.data.name)
-    if int(dataset_info(trained_on)["num_classes"]) != int(info["num_classes"]):
+    try:
+        trained_classes = int(dataset_info(trained_on, old.data)["num_classes"])
+    except (ValueError, FileNotFoundError):  # its image folder is not here: trust the weights
+        trained_classes = int(info["num_classes"])
+    if trained_classes != int(info["num_classes"]):
         raise TrainError(
-            f"checkpoint {path} was trained on {trained_on} "
-            f"({dataset_info(trained_on)['num_classes']} classes); data={name} has "
-            f"{info['num_classes']}"
+            f"checkpoint {path} was trained on {trained_on} ({trained_classes} classes); "
+            f"data={name} has {info['num_classes']}"
         )
     genotype = genotype_from_json(state["genotype"])
     m = old.model

@@ -22,8 +22,15 @@ def _images(n, side, seed=0):
     return np.random.default_rng(seed).integers(0, 256, (n, side, side, 3), dtype=np.uint8)
 
 
-def test_registry_holds_the_five_datasets():
-    assert DATASETS.names() == ["cifar10", "cifar10-mini", "cifar100", "imagenet", "imagenet16-120"]
+def test_registry_holds_the_six_datasets():
+    assert DATASETS.names() == [
+        "cifar10",
+        "cifar10-mini",
+        "cifar100",
+        "imagefolder",
+        "imagenet",
+        "imagenet16-120",
+    ]
     assert dataset_info("cifar100")["num_classes"] == 100
     assert dataset_info("imagenet")["image_size"] == 224
     assert dataset_info("imagenet16-120") | {} == {

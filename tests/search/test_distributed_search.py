@@ -225,7 +225,9 @@ def test_second_order_darts_on_two_processes_equals_one(darts2):
 def test_only_rank_0_prints_and_writes(darts2):
     _, two, proc = darts2
     assert proc.stdout.count("run folder:") == 1
-    assert proc.stdout.count("epoch 3/3") == 1
+    assert proc.stdout.count("nas-search: run folder ") == 1  # the start line
+    assert proc.stdout.count("epoch 3/3  lr ") == 1  # the epoch line (progress lines aside)
+    assert proc.stdout.count("epoch 3/3  step 12 ") == 1  # rank 0's progress line only
     assert json.loads((two / "genotype.json").read_text())["world_size"] == 2
     assert not list(two.glob("*.tmp"))
 
