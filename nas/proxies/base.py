@@ -32,7 +32,7 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -85,14 +85,19 @@ class Proxy(abc.ABC):
 PROXIES: Registry[type[Proxy]] = Registry("proxy")
 
 
-def get_proxy(name: str) -> Proxy:
-    """An instance of the proxy registered as ``name`` (a one-line error for unknown names)."""
+def get_proxy(name: str, **options: Any) -> Proxy:
+    """An instance of the proxy registered as ``name`` with keyword ``options`` (a one-line
+    error for unknown names and options)."""
     import nas.proxies  # noqa: F401  (registers every proxy)
 
     try:
-        return PROXIES.get(name)()
+        cls = PROXIES.get(name)
     except ValueError as e:
         raise ProxyError(str(e)) from None
+    try:
+        return cls(**options)
+    except TypeError:
+        raise ProxyError(f"proxy {name!r} takes no options {sorted(options)}") from None
 
 
 # ----------------------------------------------------------------------- the scored network

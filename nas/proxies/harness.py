@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -129,12 +130,15 @@ def score_many(
     seed: int = 0,
     weights: dict[str, Tensor] | None = None,
     timings: dict[str, float] | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, float]:
     """The score of ``net`` under each proxy in ``names`` (reseeding torch with ``seed``
     before each). ``timings``, if given, receives seconds per proxy; the shared gradient
-    pass is charged to ``gradients`` and each of its proxies gets only its own reduction."""
+    pass is charged to ``gradients`` and each of its proxies gets only its own reduction.
+    ``options``: keyword options per proxy name (``{"zen": {"repeat": 8}}``)."""
     target = as_scorable(net, weights)
-    proxies: dict[str, Proxy] = {name: get_proxy(name) for name in names}
+    opts = options or {}
+    proxies: dict[str, Proxy] = {name: get_proxy(name, **opts.get(name, {})) for name in names}
     scores: dict[str, float] = {}
     shared = [n for n in names if n in _SHARED]
     groups: dict[int, list[str]] = {}
