@@ -3,7 +3,7 @@
 Part of the selection stage (``nas.proxies``): training-free scores of an untrained network,
 used as NAS baselines (``nas-proxy``) and as the criterion of zero-cost operation scoring
 (``nas.selection.zero_cost``). The harness follows the references exactly (see each proxy's
-module and ``docs/proxies.md``):
+module and the README, "Zero-cost proxies"):
 
 * Abdelfattah et al., "Zero-Cost Proxies for Lightweight NAS", ICLR 2021
   (SamsungLabs/zero-cost-nas, ``foresight/pruners``): grad_norm, snip, grasp, fisher,
@@ -113,7 +113,13 @@ def _reference_factorized_reduce(self: FactorizedReduce, x: Tensor) -> Tensor:
 def module_calls(module: nn.Module) -> Iterator[None]:
     """Every ``FactorizedReduce`` in ``module`` runs the reference's module-by-module forward
     (same arithmetic as its fast path; hooks on its ReLU and convs fire as in the reference)."""
-    patched = [m for m in module.modules() if isinstance(m, FactorizedReduce)]
+    # reentrant: a nested call (naswot measuring one op inside a scored network) leaves the
+    # modules an outer call patched to that call
+    patched = [
+        m
+        for m in module.modules()
+        if isinstance(m, FactorizedReduce) and "forward" not in m.__dict__
+    ]
     for m in patched:
         m.forward = types.MethodType(_reference_factorized_reduce, m)  # type: ignore[method-assign]
     try:

@@ -231,7 +231,7 @@ def lr_factor(
     def factor(epoch: int) -> float:
         if epoch < warmup_epochs:
             return (epoch + 1) / warmup_epochs
-        cosine = lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2
+        cosine = lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / max(epochs, 1))) / 2
         return cosine / lr
 
     return factor
@@ -266,8 +266,11 @@ def _positive(cfg: DictConfig, key: str, kind: type = int) -> None:
 
 def validate_config(cfg: DictConfig) -> None:
     """Check the top-level values a search needs; one-line errors naming key and value."""
-    for key in ("epochs", "batch_size", "space.C", "space.layers", "log_every"):
+    for key in ("batch_size", "space.C", "space.layers", "log_every"):
         _positive(cfg, key)
+    epochs = cfg.epochs  # 0: select on the untrained supernet (zero-cost selection)
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise SearchError(f"epochs must be an int >= 0, got {epochs!r}")
     for key in ("micro_batches", "sync_check_every"):
         if OmegaConf.select(cfg, key) is not None:
             _positive(cfg, key)

@@ -143,7 +143,7 @@ def test_sigterm_checkpoints_mid_epoch_and_resumes_exactly(tmp_path, uninterrupt
     [
         (["space=darts9"], "unknown space 'darts9'; expected one of darts, nb201, s1"),
         (["search=enas"], "unknown search 'enas'; expected one of darts"),
-        (["epochs=-1"], "epochs must be a positive int, got -1"),
+        (["epochs=-1"], "epochs must be an int >= 0, got -1"),
         (["batch_size=abc"], "batch_size must be a positive int, got 'abc'"),
         (["search.order=3"], "search.order must be 1 or 2, got 3"),
         (["data.train_portion=1.5"], r"train_portion must be a number in \(0, 1\), got 1.5"),
