@@ -10,9 +10,15 @@ batch statistics). In the reference a first forward and backward only arm the ho
 comes from a second forward of the same batch, so one forward without autograd gives the
 same K (the first forward changes only BN running statistics, which train mode never reads).
 
+Which modules: as the reference's ``'ReLU' in str(type(module))``, wrappers whose class name
+holds "ReLU" (``ReLUConvBN``) count as well as the ``nn.ReLU`` inside them, both reading the same
+input (the reference's NB201 and DARTS operations have the same class names as ours).
+
 Supernets: ZPT (zerocost_operation_score ``search_cells.py:49``) still runs an op whose
-weight is zero, on a zeroed input, so each ReLU inside it adds its unit count to every entry
-of K. Our supernet skips such ops; we add the same constant (counted once per op and shape).
+weight is zero, as ``op(x, block_input=True)``, which zeroes x inside: the op's own hook (a
+``ReLUConvBN``) sees x, each ReLU inside sees zeros and adds its unit count to every entry of
+K. Our supernet skips such ops; we add the same terms (the unit counts measured once per op
+and shape).
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def _is_relu(m: nn.Module) -> bool:
 
 
 def _relu_units(op: nn.Module, shape: tuple[int, ...], cache: dict[Any, int]) -> int:
-    """Per-image units that the ReLU modules of ``op`` see on an input of ``shape``."""
+    """Per-image units that the ReLU modules inside ``op`` (not ``op`` itself) see on an input
+    of ``shape``."""
     key = (id(op), shape)
     if key not in cache:
         units = 0
@@ -50,7 +57,9 @@ def _relu_units(op: nn.Module, shape: tuple[int, ...], cache: dict[Any, int]) ->
             nonlocal units
             units += inp[0][0].numel()
 
-        handles = [m.register_forward_pre_hook(pre) for m in op.modules() if _is_relu(m)]
+        handles = [
+            m.register_forward_pre_hook(pre) for m in op.modules() if _is_relu(m) and m is not op
+        ]
         try:
             if handles:
                 with torch.no_grad(), module_calls(op), bn_mode(op, "eval"):
@@ -74,23 +83,38 @@ def naswot_kernel(
     if not relus:
         raise ProxyError(f"naswot hooks ReLU modules, and a {net.kind} has none")
 
-    def pre(m: nn.Module, inp: tuple[Tensor, ...]) -> None:
+    measuring = False  # while _relu_units runs an op on zeros, the kernel's hooks keep out
+
+    def add(x_in: Tensor) -> None:
         nonlocal kernel
-        c = (inp[0].reshape(inp[0].shape[0], -1) > 0).to(torch.float32)
+        c = (x_in.reshape(x_in.shape[0], -1) > 0).to(torch.float32)
         k = c @ c.t() + (1.0 - c) @ (1.0 - c).t()
         kernel = kernel + k.double()
+
+    def pre(m: nn.Module, inp: tuple[Tensor, ...]) -> None:
+        if not measuring:
+            add(inp[0])
 
     cache: dict[Any, int] = {}
 
     def mixed_pre(m: nn.Module, args: tuple[Any, ...]) -> None:
-        nonlocal constant
+        # ZPT calls an op of weight 0 as op(x, block_input=True), which zeroes x inside: a
+        # hook on the op itself (its class name holds "ReLU": ReLUConvBN) still sees x, the
+        # ReLUs inside see zeros, each adding its unit count to every entry of K
+        nonlocal constant, measuring
         assert isinstance(m, MixedOp)
         x_in, weights_o, active_o = args[0], args[1], args[2]
+        x_op = x_in[:, : m.C // m.k]
         zero = (weights_o.detach() == 0).tolist()
-        shape = (m.C // m.k, *x_in.shape[2:])
         for k, op in enumerate(m.ops):
             if m._runnable[k] and not active_o[k] and zero[k]:
-                constant += _relu_units(op, shape, cache)
+                if _is_relu(op):
+                    add(x_op)
+                measuring = True
+                try:
+                    constant += _relu_units(op, tuple(x_op.shape[1:]), cache)
+                finally:
+                    measuring = False
 
     handles = [m.register_forward_pre_hook(pre) for m in relus]
     if net.is_supernet and zero_ops_run:
