@@ -153,7 +153,9 @@ def test_every_proxy_scores_a_supernet_at_given_weights(space):
         ct: torch.full(shape, 1.0 / shape[1]) for ct, shape in supernet.arch_shapes().items()
     }
     before = {k: v.clone() for k, v in supernet.state_dict().items()}
-    scores = score_many(supernet, ALL, _tiny_inputs(ALL), weights=weights)
+    scores = score_many(
+        supernet, ALL, _tiny_inputs(ALL), weights=weights, options={"zen": {"repeat": 2}}
+    )
     assert all(math.isfinite(v) for k, v in scores.items() if k != "jacob_cov"), scores
     after = supernet.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)  # nothing changed
@@ -162,7 +164,7 @@ def test_every_proxy_scores_a_supernet_at_given_weights(space):
 def test_every_proxy_scores_a_darts_network_and_sees_its_factorized_reduce():
     torch.manual_seed(0)
     net = NetworkCIFAR(4, 10, 3, False, "DARTS_V2")
-    scores = score_many(net, ALL, _tiny_inputs(ALL))
+    scores = score_many(net, ALL, _tiny_inputs(ALL), options={"zen": {"repeat": 2}})
     assert all(math.isfinite(v) for v in scores.values()), scores
     from nas.proxies.gradients import gradient_pass
 
