@@ -14,6 +14,10 @@ need well over an hour.)
     python experiments/cpu_study/run_study.py                 # every run, then the table
     python experiments/cpu_study/run_study.py --table-only    # the table from existing runs
     python experiments/cpu_study/run_study.py --dry-run       # print the nas-search commands
+    python experiments/cpu_study/run_study.py --methods zc-naswot zc-synflow --seeds 0 1 2 3
+
+``zc-naswot`` / ``zc-synflow`` are zero-cost operation scoring (``selection=zc``) on the same
+supernet, never trained (``epochs=0``).
 
 Runs go to ``outputs/cpu_study/<method>/seed<seed>/`` (a run with a genotype.json is not run
 again); the table is printed and written to ``experiments/cpu_study/results.md``. The runs are
@@ -44,12 +48,18 @@ COMMON = [
     "log_every=5",
 ]
 PT = ["selection=pt", "selection.proj_intv=1", "selection.num_val_batches=4"]
+# Zero-cost operation scoring (Xiang et al., AAAI 2023) on the untrained supernet (epochs=0):
+# pool of 10 runs, batches of 64 (the paper: 256 on NB201), 3 post-validation batches (paper 100)
+ZC = ["selection=zc", "selection.batch_size=64", "selection.validate_rounds=3"]
 METHODS: dict[str, list[str]] = {
     "darts": ["search=darts", "selection=argmax"],
     "darts+pt": ["search=darts", *PT],
     "drnas": ["search=drnas", "selection=argmax"],
     "drnas+pt": ["search=drnas", *PT],
+    "zc-naswot": ["search=darts", *ZC, "selection.proxy=naswot"],
+    "zc-synflow": ["search=darts", *ZC, "selection.proxy=synflow"],
 }
+UNTRAINED = {"zc-naswot", "zc-synflow"}  # selection without any supernet training
 DATASETS = (
     ("cifar10", "CIFAR-10"),
     ("cifar100", "CIFAR-100"),
@@ -68,7 +78,7 @@ def command(method: str, seed: int, epochs: int, out: Path) -> list[str]:
         "nas.cli.search",
         *COMMON,
         *METHODS[method],
-        f"epochs={epochs}",
+        f"epochs={0 if method in UNTRAINED else epochs}",
         f"seed={seed}",
         f"hydra.run.dir={run_dir(out, method, seed)}",
     ]
@@ -158,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=[m for m in METHODS if m not in UNTRAINED],  # the zc methods: name them
+        choices=list(METHODS),
+    )
     parser.add_argument(
         "--out", type=Path, default=Path("outputs/cpu_study"), help="relative to the repo root"
     )

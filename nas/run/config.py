@@ -92,8 +92,10 @@ class _Checker:
 def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError) -> None:
     """The top-level values a search reads (the plug-ins check their own when built)."""
     check = _Checker(cfg, error)
-    for key in ("epochs", "batch_size", "space.C", "space.layers", "log_every"):
+    for key in ("batch_size", "space.C", "space.layers", "log_every"):
         check(key, _positive_int, "a positive int")
+    # 0: select on the untrained supernet (zero-cost selection)
+    check("epochs", _non_negative_int, "an int >= 0")
     for key in ("micro_batches", "sync_check_every"):
         check(key, _optional(_positive_int), "a positive int")
     for key in ("optimizer.lr", "optimizer.grad_clip"):

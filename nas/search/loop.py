@@ -245,7 +245,7 @@ def lr_factor(
     def factor(epoch: int) -> float:
         if epoch < warmup_epochs:
             return (epoch + 1) / warmup_epochs
-        cosine = lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2
+        cosine = lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / max(epochs, 1))) / 2
         return cosine / lr
 
     return factor

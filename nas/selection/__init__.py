@@ -3,6 +3,7 @@
 from nas.selection.argmax import Argmax, argmax_genotype
 from nas.selection.base import SELECTORS, Selector
 from nas.selection.perturbation import PerturbationSelection, evaluate_variants
+from nas.selection.zero_cost import ZeroCostSelection
 
 __all__ = [
     "SELECTORS",
@@ -11,4 +12,5 @@ __all__ = [
     "Selector",
     "argmax_genotype",
     "evaluate_variants",
+    "ZeroCostSelection",
 ]

@@ -215,7 +215,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninter
     [
         (["space=darts9"], "unknown space 'darts9'; expected one of darts, nb201, s1"),
         (["search=enas"], "unknown search 'enas'; expected one of darts"),
-        (["epochs=-1"], "epochs must be a positive int, got -1"),
+        (["epochs=-1"], "epochs must be an int >= 0, got -1"),
         (["batch_size=abc"], "batch_size must be a positive int, got 'abc'"),
         (["search.order=3"], "search.order must be 1 or 2, got 3"),
         (["data.train_portion=1.5"], r"train_portion must be a number in \(0, 1\), got 1.5"),
@@ -276,7 +276,7 @@ def test_checkpoint_of_another_space_is_refused(tmp_path, uninterrupted):
         (["optimizer.lrr=0.1"], r"unknown config key 'optimizer.lrr' .*optimizer has: grad_clip"),
         (["+seed=1"], r"seed is already in the config: set it with seed=\.\.\., without the \+"),
         (["seed=0,1"], r"seed=0,1 is a sweep: add -m"),
-        (["epochs=abc"], "epochs must be a positive int, got 'abc'"),
+        (["epochs=abc"], "epochs must be an int >= 0, got 'abc'"),
         (["-m", "seed=0,1", "+foo=1"], "unknown config key 'foo'"),  # every job of a sweep
     ],
 )
