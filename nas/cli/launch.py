@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -30,6 +31,10 @@ NEW_DIRS: set[Path] = set()
 T = TypeVar("T")
 
 
+# how long a silent process waits for the printing one to exit first (torchrun then stops it)
+_SILENT_EXIT_DELAY_S = 15.0
+
+
 def reports_errors() -> bool:
     """Whether this process prints errors: the first process of each machine (errors about
     data are per machine), or the only process."""
@@ -42,9 +47,16 @@ def is_rank0() -> bool:
 
 
 def fail(program: str, message: str) -> NoReturn:
-    """``<program>: error: <message>`` on stderr (once per machine) and exit code 2."""
+    """``<program>: error: <message>`` on stderr (once per machine) and exit code 2.
+
+    The other processes of a machine meet the same error (the checks read the same command
+    line, config and disk) but stay silent. They wait a moment before exiting: torchrun stops
+    every process of a machine as soon as one of them exits, so a silent process that exited
+    first would kill the one that prints before it has said anything."""
     if reports_errors():
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+    else:
+        time.sleep(_SILENT_EXIT_DELAY_S)
     sys.exit(EXIT_BAD_INPUT)
 
 
