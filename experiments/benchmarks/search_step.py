@@ -9,6 +9,20 @@ architecture step plus a weight step (forward, backward, optimiser step each), a
     python experiments/benchmarks/search_step.py                 # all settings of the issue
     python experiments/benchmarks/search_step.py --only nb201-darts1 --steps 5 --warmup 2
 
+Side by side with the reference code (your own checkouts; see the README's performance section):
+reference and ours run alternately in fresh processes (``--rounds``, the order flipped every
+round), same threads, batch and shapes; the table gives the best and the median of the rounds
+(each round's figure is the median of its timed steps), the peak memory and the ratios:
+
+    python experiments/benchmarks/search_step.py --reference-root darts=/tmp/refs/darts \
+        drnas=/tmp/refs/drnas darts-pt=/tmp/refs/darts-pt --rounds 3 [--reference-channels-last]
+
+The references: DARTS rows run quark0/darts ``cnn/``, the NB201 DARTS row darts-pt's
+``nasbench201/`` (the code PERFORMANCE.md's reference figure was measured with), DrNAS rows
+DrNAS's ``DARTS-space/`` and ``201-space/`` (see ``reference_runs.py``). Memory: the peak RSS of
+the process minus its RSS after the imports, before the supernet is built (the same measure for
+both sides, which import different libraries; ``peak_rss_mib`` in the JSON is the whole process).
+
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
 own figures are in PERFORMANCE.md. The memory format follows ``nas-search channels_last=auto``
 (NHWC for K=1, NCHW for K > 1); ``--channels-last true|false`` forces one.
@@ -18,11 +32,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_runs import (  # noqa: E402
+    add_reference_args,
+    parse_roots,
+    peak_rss_mib,
+    rss_mib,
+)
+from reference_runs import search_step as reference_search_step  # noqa: E402
 
 SETTINGS = {
     # name: (space, C, layers, strategy, order, K, batch, reference images/s, reference peak MiB)
@@ -38,14 +63,67 @@ SETTINGS = {
     "s5-drnas-k1-c36-b16": ("s5", 36, 20, "drnas", 1, 1, 16, None, None),
 }
 
+# setting -> the reference code it is compared with (``--reference-root NAME=PATH``)
+REFERENCE_OF = {
+    "darts-darts1": "darts",
+    "darts-darts2": "darts",
+    "nb201-darts1": "darts-pt",
+    "nb201-drnas-k1": "drnas",
+    "s5-drnas-k4-c16": "drnas",
+    "s5-drnas-k6-c36": "drnas",
+    "s5-drnas-k6-c36-b16": "drnas",
+    "s5-drnas-k1-c36-b16": "drnas",
+}
 
-def run_one(name: str, steps: int, warmup: int, memory_format: str) -> dict[str, float | str]:
+
+def time_steps(
+    arch_step: Callable[[Any, Any], None],
+    weight_step: Callable[[Any], None],
+    batch: int,
+    channels_last: bool,
+    steps: int,
+    warmup: int,
+) -> dict[str, float]:
+    """Median arch / weight / search step of ``steps`` timed steps after ``warmup``; the same
+    loop and the same random batches (seeded) for ours and the reference."""
+    import torch
+
+    def batch_() -> tuple[Any, Any]:
+        x = torch.randn(batch, 3, 32, 32)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, torch.randint(0, 10, (batch,))
+
+    arch_times, weight_times = [], []
+    for i in range(warmup + steps):
+        tb, vb = batch_(), batch_()
+        t0 = time.perf_counter()
+        arch_step(tb, vb)
+        t1 = time.perf_counter()
+        weight_step(tb)
+        t2 = time.perf_counter()
+        if i >= warmup:
+            arch_times.append(t1 - t0)
+            weight_times.append(t2 - t1)
+    step = statistics.median(a + w for a, w in zip(arch_times, weight_times))
+    return {
+        "arch_step_s": statistics.median(arch_times),
+        "weight_step_s": statistics.median(weight_times),
+        "search_step_s": step,
+        "images_per_s": batch / step,
+    }
+
+
+def run_one(
+    name: str, steps: int, warmup: int, memory_format: str, threads: int = 2
+) -> dict[str, float | str]:
     import torch
 
     from nas.search import STRATEGIES, SearchContext
     from nas.supernet import build_supernet
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
+    base_rss = rss_mib()
     torch.manual_seed(0)
     space, C, layers, strategy_name, order, k, batch, _, _ = SETTINGS[name]
     # nas-search's channels_last=auto: NHWC for full-width ops, NCHW for partial channels
@@ -56,33 +134,127 @@ def run_one(name: str, steps: int, warmup: int, memory_format: str) -> dict[str,
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
     strategy = STRATEGIES.get(strategy_name)(order=order)
     strategy.attach(SearchContext(net, opt, grad_clip=5.0))
-
-    def batch_():
-        x = torch.randn(batch, 3, 32, 32)
-        if channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x, torch.randint(0, 10, (batch,))
-
-    arch_times, weight_times = [], []
-    for i in range(warmup + steps):
-        tb, vb = batch_(), batch_()
-        t0 = time.perf_counter()
-        strategy.arch_step(tb, vb)
-        t1 = time.perf_counter()
-        strategy.weight_step(tb)
-        t2 = time.perf_counter()
-        if i >= warmup:
-            arch_times.append(t1 - t0)
-            weight_times.append(t2 - t1)
-    step = statistics.median(a + w for a, w in zip(arch_times, weight_times))
+    times = time_steps(
+        strategy.arch_step, strategy.weight_step, batch, channels_last, steps, warmup
+    )
+    peak = peak_rss_mib()
     return {
         "setting": name,
         "channels_last": str(channels_last),
-        "arch_step_s": statistics.median(arch_times),
-        "weight_step_s": statistics.median(weight_times),
-        "search_step_s": step,
-        "images_per_s": batch / step,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **times,
+        "peak_rss_mib": peak,
+        "peak_rss_delta_mib": peak - base_rss,
+    }
+
+
+def run_reference(
+    name: str, root: str, channels_last: bool, steps: int, warmup: int, threads: int
+) -> dict[str, float | str]:
+    """One reference row in this (fresh) process: its own code from the user's checkout."""
+    import torch
+
+    torch.set_num_threads(threads)
+    space, C, layers, _, order, k, batch, _, _ = SETTINGS[name]
+    torch.manual_seed(0)
+    arch_step, weight_step, base_rss = reference_search_step(
+        REFERENCE_OF[name], root, space, C, layers, order, k, channels_last
+    )
+    times = time_steps(arch_step, weight_step, batch, channels_last, steps, warmup)
+    peak = peak_rss_mib()
+    return {
+        "setting": name,
+        "channels_last": str(channels_last),
+        **times,
+        "peak_rss_mib": peak,
+        "peak_rss_delta_mib": peak - base_rss,
+    }
+
+
+def _override_shapes(args: argparse.Namespace) -> None:
+    """--C / --layers / --batch (quick checks at a small size) replace every setting's; the
+    reference figures of PERFORMANCE.md no longer apply then."""
+    if args.C is None and args.layers is None and args.batch is None:
+        return
+    for value, flag in ((args.C, "--C"), (args.layers, "--layers"), (args.batch, "--batch")):
+        if value is not None and value < 1:
+            raise SystemExit(f"{flag} {value}: expected a positive integer")
+    for name, (space, C, layers, strategy, order, k, batch, _, _) in SETTINGS.items():
+        C, layers, batch = args.C or C, args.layers or layers, args.batch or batch
+        SETTINGS[name] = (space, C, layers, strategy, order, k, batch, None, None)
+
+
+def _shape_flags(args: argparse.Namespace) -> list[str]:
+    flags = []
+    for value, flag in ((args.C, "--C"), (args.layers, "--layers"), (args.batch, "--batch")):
+        if value is not None:
+            flags += [flag, str(value)]
+    return flags
+
+
+def _child(cmd: list[str]) -> dict[str, Any]:
+    """Run one measurement in a fresh process; its JSON line, or {"error": last stderr line}."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"]
+        return {"error": lines[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
+    base = [sys.executable, os.path.abspath(__file__), "--steps", str(args.steps)]
+    base += ["--warmup", str(args.warmup), "--threads", str(args.threads)]
+    base += _shape_flags(args)
+    print(
+        f"{args.rounds} rounds, alternating fresh processes; {args.threads} threads; "
+        f"{args.warmup} warm-up + {args.steps} timed steps per process"
+    )
+    print(
+        "| setting | batch | run | search step s best | median | images/s | "
+        "peak RSS delta MiB | ours vs this: speed | memory |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in args.only or list(SETTINGS):
+        ref = REFERENCE_OF[name]
+        if ref not in roots:
+            print(f"| {name} | - | skipped: no --reference-root {ref}=PATH | | | | | | |")
+            continue
+        runs = {"ours": base + ["--child", name, "--channels-last", args.channels_last]}
+        ref_cmd = base + ["--reference-child", name, "--child-root", roots[ref]]
+        runs[f"reference ({ref})"] = ref_cmd + ["--channels-last", "false"]
+        if args.reference_channels_last:
+            runs[f"reference ({ref}), channels_last"] = ref_cmd + ["--channels-last", "true"]
+        results: dict[str, list[dict[str, Any]]] = {label: [] for label in runs}
+        for r in range(args.rounds):
+            # flip the order every round, so drift of the machine hits both sides alike
+            for label in list(runs)[:: 1 if r % 2 == 0 else -1]:
+                results[label].append(_child(runs[label]))
+        ours = _summary(results["ours"])
+        for label, rs in results.items():
+            row = _summary(rs)
+            if "error" in row:
+                print(f"| {name} | {SETTINGS[name][6]} | {label} | failed: {row['error']} |")
+                continue
+            speed = memory = "-"
+            if label != "ours" and "error" not in ours:
+                speed = f"{row['median'] / ours['median']:.2f}x"
+                memory = f"{ours['memory'] / row['memory']:.2f}x"
+            print(
+                f"| {name} | {SETTINGS[name][6]} | {label} | {row['best']:.2f} | "
+                f"{row['median']:.2f} | {SETTINGS[name][6] / row['median']:.2f} | "
+                f"{row['memory']:.0f} | {speed} | {memory} |",
+                flush=True,
+            )
+
+
+def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    errors = [r["error"] for r in rounds if "error" in r]
+    if errors:
+        return {"error": errors[0]}
+    steps = [r["search_step_s"] for r in rounds]
+    return {
+        "best": min(steps),
+        "median": statistics.median(steps),
+        "memory": statistics.median(r["peak_rss_delta_mib"] for r in rounds),
     }
 
 
@@ -97,10 +269,38 @@ def main() -> None:
         default="auto",
         help="memory format; auto (as nas-search): NHWC for K=1, NCHW for partial channels",
     )
+    parser.add_argument("--C", type=int, help="override every setting's initial channels")
+    parser.add_argument("--layers", type=int, help="override every setting's cells (NB201: N)")
+    parser.add_argument("--batch", type=int, help="override every setting's batch size")
+    add_reference_args(parser)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--reference-child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-root", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    _override_shapes(args)
     if args.child:
-        print(json.dumps(run_one(args.child, args.steps, args.warmup, args.channels_last)))
+        result = run_one(args.child, args.steps, args.warmup, args.channels_last, args.threads)
+        print(json.dumps(result))
+        return
+    if args.reference_child:
+        result = run_reference(
+            args.reference_child,
+            args.child_root,
+            args.channels_last == "true",
+            args.steps,
+            args.warmup,
+            args.threads,
+        )
+        print(json.dumps(result))
+        return
+    if args.rounds < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 1:
+        raise SystemExit(
+            f"--rounds {args.rounds} --steps {args.steps} --warmup {args.warmup} "
+            f"--threads {args.threads}: expected rounds, steps, threads >= 1 and warmup >= 0"
+        )
+    roots = parse_roots(args.reference_root)
+    if roots:
+        side_by_side(args, roots)
         return
     print(
         "| setting | batch | arch step s | weight step s | search step s | images/s | "
@@ -110,6 +310,7 @@ def main() -> None:
     for name in args.only or list(SETTINGS):
         cmd = [sys.executable, __file__, "--child", name, "--steps", str(args.steps)]
         cmd += ["--warmup", str(args.warmup), "--channels-last", args.channels_last]
+        cmd += ["--threads", str(args.threads)] + _shape_flags(args)
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ref_ips, ref_mem = SETTINGS[name][7], SETTINGS[name][8]
