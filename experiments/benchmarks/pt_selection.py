@@ -20,7 +20,8 @@ alternating fresh processes for ``--rounds`` rounds (order flipped every round),
 
 The reference's full selection is the projection part of its ``pt_project`` (14 op projections
 then 3 topology projections per cell type, as ours with ``proj_intv=0``), without its tuning
-epochs and without the two whole-queue ``infer`` passes it logs before them.
+epochs and without the two whole-queue ``infer`` passes it logs before them. Memory: the peak
+RSS of the process minus its RSS once the supernet is built (the evaluations' own memory).
 """
 
 from __future__ import annotations
