@@ -84,8 +84,8 @@ def time_steps(
     steps: int,
     warmup: int,
 ) -> dict[str, float]:
-    """Median arch / weight / search step of ``steps`` timed steps after ``warmup``; the same
-    loop and the same random batches (seeded) for ours and the reference."""
+    """Median arch / weight / search step of ``steps`` timed steps after ``warmup``: the same
+    loop for ours and the reference, fresh random batches of the same shape each step."""
     import torch
 
     def batch_() -> tuple[Any, Any]:
