@@ -32,8 +32,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
-from nas.pipeline.search import EpochSampler, Preempted, SearchError, SearchRun, SeededItems
+from nas.pipeline.search import Preempted, SearchError, SearchRun
 from nas.search.base import SearchStrategy
+from nas.search.data import EpochSampler, SeededItems
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 HOOKED = Path(__file__).parents[1] / "hooked_cli.py"
