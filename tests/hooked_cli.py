@@ -12,6 +12,9 @@ processes at exact points, without sleeps.
   complete and before it is renamed over the checkpoint.
 * ``--enospc-in-save K``: the K-th checkpoint write fails as on a full disk, after half of its
   bytes (``OSError(ENOSPC)``, what ``write`` raises then).
+* ``--sigterm-at-step N [--sigterm-rank R]``: after the N-th step the process sends itself
+  SIGTERM, under ``torchrun`` only the process of rank R (default 0): a preemption at an exact
+  step, where no test can reach a pause (torchrun's workers read no stdin).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import errno
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +87,8 @@ def main() -> None:
     parser.add_argument("--pause-at-step", type=int, default=0)
     parser.add_argument("--pause-in-save", type=int, default=0)
     parser.add_argument("--enospc-in-save", type=int, default=0)
+    parser.add_argument("--sigterm-at-step", type=int, default=0)
+    parser.add_argument("--sigterm-rank", type=int, default=0)
     split = sys.argv.index("--")
     args = parser.parse_args(sys.argv[1:split])
     overrides = sys.argv[split + 1 :]
@@ -104,7 +110,7 @@ def main() -> None:
             f.flush()
             _pause("in-save")
 
-    torch.save = save  # nas.checkpoint.atomic_save writes every checkpoint through it
+    torch.save = save  # nas.run.disk.atomic_write writes every checkpoint through it
 
     steps = {"n": 0}
     if args.program == "search":
@@ -124,6 +130,9 @@ def main() -> None:
         steps["n"] += 1
         if steps["n"] == args.pause_at_step:
             _pause("at-step")
+        rank = int(os.environ.get("RANK", "0"))
+        if steps["n"] == args.sigterm_at_step and rank == args.sigterm_rank:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled before the step's boundary
         return out
 
     setattr(Owner, name, step)

@@ -8,8 +8,8 @@ from hydra.utils import instantiate
 
 from nas.cli.search import CONFIG_DIR
 from nas.data import DATASETS
+from nas.pipeline.search import _without_name, validate_config
 from nas.search import STRATEGIES, SearchStrategy
-from nas.search.loop import _without_name, validate_config
 from nas.selection import SELECTORS, Selector
 from search_spaces import SPACE_NAMES
 

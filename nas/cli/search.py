@@ -5,7 +5,7 @@ line does not choose a space, strategy, selection, data set or experiment); ``na
 space=darts search=darts search.order=2 epochs=50`` overrides any value; ``nas-search -m
 seed=0,1,2`` sweeps seeds; ``torchrun --nproc_per_node=8 -m nas.cli.search ...`` runs one
 search data-parallel over 8 processes (``batch_size`` stays the global batch; see
-``nas.search.loop``). Bad input (an unknown name, a value of the wrong type or range, an
+``nas.pipeline.search``). Bad input (an unknown name, a value of the wrong type or range, an
 unusable run folder, a non-finite loss) prints one line and exits with code 2, before anything
 is imported or written where the command line alone shows it (``nas.cli.config_check``);
 SIGTERM and Ctrl-C write a checkpoint at the next step and exit with code 143 / 130 after
@@ -23,13 +23,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from nas.bench import format_result_line
 from nas.cli.config_check import CommandLineError, check_command_line
 from nas.cli.configs import config_dir, options, user_folders
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
 from nas.run.config import validate_search_config
+from search_spaces.genotype import NB201Genotype
 
 if TYPE_CHECKING:
-    from nas.search.loop import SearchResult
+    from nas.pipeline.search import SearchResult
 
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
 GROUPS = ("space", "search", "selection", "data", "experiment")
@@ -64,7 +66,7 @@ def _search(cfg: DictConfig) -> None:
     def search() -> SearchResult:
         # the heavy imports (torch) inside the locked folder: a busy folder is refused at once
         from nas import distributed
-        from nas.search.loop import run_search
+        from nas.pipeline.search import run_search
 
         try:
             return run_search(cfg, run_dir)
@@ -82,13 +84,7 @@ def _search(cfg: DictConfig) -> None:
 
 
 def _bench_line(genotype: object) -> str | None:
-    from search_spaces.genotype import NB201Genotype
-
     if not isinstance(genotype, NB201Genotype):
-        return None
-    try:
-        from nas.bench import format_result_line
-    except ImportError:
         return None
     line: str = format_result_line(genotype)
     return line

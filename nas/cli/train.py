@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import hydra
+from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
@@ -135,8 +136,6 @@ def prepare_argv(argv: list[str]) -> list[str]:
 
 def compose_config(overrides: list[str] | None = None) -> DictConfig:
     """The config ``nas-train <overrides>`` would run with (tests, notebooks)."""
-    from hydra import compose, initialize_config_dir
-
     argv = list(overrides or [])
     check_group_choices(argv)
     with initialize_config_dir(config_dir=str(TRAIN_CONFIG_DIR), version_base="1.3"):
@@ -178,6 +177,7 @@ def _train(cfg: DictConfig) -> None:
 
 def _evaluate(cfg: DictConfig, bad_input: tuple[type[BaseException], ...]) -> None:
     """``eval_only=true``: evaluate a checkpoint; writes nothing, so no run folder is locked."""
+    # the heavy imports (torch) only once the command line is known to be good
     from nas import distributed
     from nas.train.loop import run_eval
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 # errno values that mean "this location cannot be written", not a bug
 WRITE_ERRNOS = frozenset(
@@ -49,20 +51,30 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and an atomic rename: a failed write
-    (a full disk) leaves the old file as it was and no temporary file behind."""
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through a temporary file in the same folder, flushed to disk, then renamed
+    over the old file (``os.replace`` is atomic on POSIX): a run killed at any moment, or a write
+    that fails (a full disk), leaves the old file as it was or the new one whole, never a torn
+    one, and no temporary file behind. ``write`` fills the open binary file. The one atomic
+    write of the toolkit: checkpoints (``nas.run.checkpoint.atomic_save``) and the small text
+    files of a run folder (``atomic_write_text``) go through it."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """``atomic_write`` of ``text`` (UTF-8)."""
+    atomic_write(path, lambda f: f.write(text.encode()))

@@ -4,7 +4,7 @@ The first SIGTERM or SIGINT only sets a flag: the loop finishes the step it is i
 checkpoint at that step boundary and raises ``Preempted``, and the command-line wrapper says how
 to resume and exits with 128 + the signal (143 for SIGTERM, 130 for Ctrl-C). A second SIGINT
 (the user insists) raises ``KeyboardInterrupt`` at once; checkpoints are written through a
-temporary file and an atomic rename (``nas.checkpoint.atomic_save``), so whatever the moment,
+temporary file and an atomic rename (``nas.run.disk.atomic_write``), so whatever the moment,
 the folder holds the previous checkpoint or the new one, never a torn one.
 """
 

@@ -25,7 +25,7 @@ Legend: ``*_EO`` tensors are [edges, ops] of one cell type.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -92,7 +92,7 @@ def _zeros_for_none(grads: Sequence[Tensor | None], like: Sequence[Tensor]) -> l
 class SearchStrategy(nn.Module, abc.ABC):
     """Base class: architecture parameters per cell type, their Adam optimiser, the weight step.
 
-    Subclasses define ``arch_weights`` and may override ``arch_step``, ``arch_regularizer``
+    Subclasses define ``strategy_weights`` and may override ``arch_step``, ``arch_regularizer``
     and ``on_epoch_end``. ``fix_alpha`` freezes the architecture at its initialisation
     (DARTS-PT's "fix alpha" supernet training): no architecture steps at all.
     """
@@ -135,6 +135,9 @@ class SearchStrategy(nn.Module, abc.ABC):
         self.arch_optimizer: torch.optim.Optimizer | None = None
         self._step_seed = 0
         self._draws = 0
+        # What a selector lays over the weights (DARTS-PT's decided edges:
+        # nas.selection.projection); it owns that state, the strategy only applies it.
+        self.weight_override: Callable[[ArchWeights], ArchWeights] | None = None
 
     # ----------------------------------------------------------------------------- set-up
 
@@ -145,14 +148,6 @@ class SearchStrategy(nn.Module, abc.ABC):
         for cell_type, (num_edges, num_ops) in ctx.supernet.arch_shapes().items():
             init = self.init_scale * torch.randn(num_edges, num_ops, generator=generator)
             self.arch_params[cell_type] = nn.Parameter(init.to(device))
-            # DARTS-PT projections: decided edges use fixed weights (one-hot, or zero when the
-            # topology projection removed the edge) instead of the strategy's
-            self.register_buffer(
-                f"proj_decided_{cell_type}", torch.zeros(num_edges, dtype=torch.bool, device=device)
-            )
-            self.register_buffer(
-                f"proj_weights_{cell_type}", torch.zeros(num_edges, num_ops, device=device)
-            )
         self.arch_optimizer = torch.optim.Adam(
             self.arch_params.values(),
             lr=self.arch_lr,
@@ -200,44 +195,17 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     def arch_weights(self, *, sample: bool) -> ArchWeights:
         """Mixing weights per cell type. ``sample``: a stochastic strategy draws a sample
-        (training), otherwise it returns its deterministic summary (evaluation). Edges that
-        a DARTS-PT projection decided carry their projected weights."""
-        return self.project(self.strategy_weights(sample=sample))
+        (training), otherwise it returns its deterministic summary (evaluation). A selector's
+        ``weight_override`` (DARTS-PT's decided edges) is laid over them."""
+        return self.overridden(self.strategy_weights(sample=sample))
 
     def derivation_weights(self) -> ArchWeights:
         """The weights a selector derives the genotype from (default: the deterministic ones)."""
-        return self.project(self.strategy_weights(sample=False))
+        return self.overridden(self.strategy_weights(sample=False))
 
-    # ---------------------------------------------------------------------- projections
-
-    def project(self, weights: ArchWeights) -> ArchWeights:
-        out = {}
-        for ct, w in weights.items():
-            decided = self.projection_decided(ct)
-            if bool(decided.any()):
-                w = torch.where(decided.unsqueeze(-1), self.projection_weights(ct), w)
-            out[ct] = w
-        return out
-
-    def projection_decided(self, cell_type: str) -> Tensor:
-        decided: Tensor = getattr(self, f"proj_decided_{cell_type}")
-        return decided
-
-    def projection_weights(self, cell_type: str) -> Tensor:
-        weights: Tensor = getattr(self, f"proj_weights_{cell_type}")
-        return weights
-
-    def project_edge_to_op(self, cell_type: str, edge: int, op: int) -> None:
-        """Fix edge ``edge`` to the one-hot weight of op ``op`` (DARTS-PT operation projection)."""
-        with torch.no_grad():
-            self.projection_weights(cell_type)[edge].zero_()[op] = 1.0
-            self.projection_decided(cell_type)[edge] = True
-
-    def remove_edge(self, cell_type: str, edge: int) -> None:
-        """Fix edge ``edge`` to zero weights (DARTS-PT topology projection)."""
-        with torch.no_grad():
-            self.projection_weights(cell_type)[edge].zero_()
-            self.projection_decided(cell_type)[edge] = True
+    def overridden(self, weights: ArchWeights) -> ArchWeights:
+        """``weights`` under the selector's ``weight_override``, if one is installed."""
+        return weights if self.weight_override is None else self.weight_override(weights)
 
     def initial_partial_channels(self) -> int | None:
         """The partial-channel K the supernet must start with, if the strategy fixes it."""

@@ -301,7 +301,7 @@ class DrNAS(DARTS):
                 ct: self.apply_mask(ct, torch.softmax(beta, dim=-1))
                 for ct, beta in self.arch_params.items()
             }
-        return self.project(w)
+        return self.overridden(w)
 
     def arch_regularizer(self) -> Tensor | None:
         if self.reg_type != "kl":

@@ -47,9 +47,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from nas.run.seeds import PT_DECISION_STRIDE, PT_TUNE_BASE, VARIANT_BATCH_STRIDE
 from nas.search.base import Batch, SearchStrategy
 from nas.selection.argmax import argmax_genotype
 from nas.selection.base import SELECTORS, Selector
+from nas.selection.projection import EdgeProjection, install
 from nas.supernet import ArchWeights, Supernet
 from search_spaces.genotype import AnyGenotype
 
@@ -123,7 +125,7 @@ def evaluate_variants(
     try:
         with frozen_bn_statistics(supernet), torch.random.fork_rng(devices=[]):
             for b, (x, y) in enumerate(batches):
-                torch.manual_seed(seed * 1_000_003 + b)
+                torch.manual_seed(seed * VARIANT_BATCH_STRIDE + b)
                 prefix = supernet.run_prefix(x, variants[0], stop) if reuse_prefix else None
                 after_prefix = torch.get_rng_state()
                 for v, weights in enumerate(variants):
@@ -131,7 +133,7 @@ def evaluate_variants(
                         torch.set_rng_state(after_prefix)
                         state = prefix
                     else:
-                        torch.manual_seed(seed * 1_000_003 + b)
+                        torch.manual_seed(seed * VARIANT_BATCH_STRIDE + b)
                         state = supernet.run_prefix(x, weights, 0)
                     logits = supernet.run_suffix(state, weights, stop).float()
                     loss[v] += float(F.cross_entropy(logits, y, reduction="sum"))
@@ -204,6 +206,8 @@ class PerturbationSelection(Selector):
         self.projections_done = 0  # projection events finished (each: one per cell type)
         self.decisions: list[dict[str, Any]] = []
         self.started = False
+        self.projection: EdgeProjection | None = None  # the decided edges (attach)
+        self._saved_projection: dict[str, Any] | None = None  # from a checkpoint, until attach
 
     # ----------------------------------------------------------------------- the plan
 
@@ -246,8 +250,19 @@ class PerturbationSelection(Selector):
 
     # ---------------------------------------------------------------------- decisions
 
+    def attach(self, strategy: SearchStrategy) -> EdgeProjection:
+        """The projection state for ``strategy``'s supernet (the checkpoint's decisions after
+        a resume), installed as the strategy's weight override."""
+        if self.projection is None:
+            self.projection = EdgeProjection.for_strategy(strategy)
+            if self._saved_projection is not None:
+                self.projection.load_state_dict(self._saved_projection)
+                self._saved_projection = None
+        install(strategy, self.projection)
+        return self.projection
+
     def _undecided_edges(self, strategy: SearchStrategy, cell_type: str) -> list[int]:
-        return [int(e) for e in (~strategy.projection_decided(cell_type)).nonzero().flatten()]
+        return self.attach(strategy).undecided(cell_type)
 
     def _pick(self, options: list[int]) -> int:
         return options[int(torch.randint(len(options), (1,), generator=self.generator))]
@@ -266,7 +281,7 @@ class PerturbationSelection(Selector):
             cell_type,
             batches,
             reuse_prefix=self.reuse_prefix,
-            seed=self.seed * 7919 + len(self.decisions),
+            seed=self.seed * PT_DECISION_STRIDE + len(self.decisions),
             all_reduce_sum=ctx.all_reduce_sum,
         )
 
@@ -298,7 +313,7 @@ class PerturbationSelection(Selector):
             best = min(range(len(candidates)), key=lambda i: (-scores[i][1], i))
         best = ctx.broadcast(best)  # taken once, on rank 0; all ranks project the same op
         op = candidates[best]
-        strategy.project_edge_to_op(cell_type, edge, op)
+        self.attach(strategy).project_op(cell_type, edge, op)
         return {
             "kind": "op",
             "cell_type": cell_type,
@@ -351,7 +366,7 @@ class PerturbationSelection(Selector):
                     "removed": eids[i],
                 }
             )
-            strategy.remove_edge(cell_type, eids[i])
+            self.attach(strategy).remove_edge(cell_type, eids[i])
             del eids[i]
         return {
             "kind": "edge",
@@ -375,6 +390,7 @@ class PerturbationSelection(Selector):
                 "perturbation selection needs the search loop's context (run it from nas-search)"
             )
         ctx = context
+        self.attach(strategy)
         plan = self.projection_plan(strategy)
         # proj_intv 0: one pass that projects everything and tunes nothing
         total = max(self.tune_epochs(strategy), 1)
@@ -411,7 +427,7 @@ class PerturbationSelection(Selector):
                     + (lr0 - self.tune_lr_min) * (1 + math.cos(math.pi * e / total)) / 2
                 )
             ctx.train_epoch(
-                key=10**5 + e,
+                key=PT_TUNE_BASE + e,
                 lr=lr,
                 update_arch=not strategy.fix_alpha,
                 desc=f"pt tune {e + 1}/{total}",
@@ -432,6 +448,7 @@ class PerturbationSelection(Selector):
             "projections_done": self.projections_done,
             "decisions": self.decisions,
             "started": self.started,
+            "projection": None if self.projection is None else self.projection.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -440,3 +457,8 @@ class PerturbationSelection(Selector):
         self.projections_done = int(state["projections_done"])
         self.decisions = list(state["decisions"])
         self.started = bool(state["started"])
+        saved = state.get("projection")
+        if saved is not None and self.projection is not None:
+            self.projection.load_state_dict(saved)
+        else:
+            self._saved_projection = saved

@@ -41,9 +41,11 @@ import torch
 from torch import Tensor
 
 from nas.proxies import Proxy, ProxyError, Scorable, get_proxy
+from nas.run.seeds import ZC_BATCH_BASE
 from nas.search.base import Batch, SearchStrategy
 from nas.selection.argmax import argmax_genotype
 from nas.selection.base import SELECTORS, Selector
+from nas.selection.projection import EdgeProjection, install
 from nas.supernet import ArchWeights
 from search_spaces.genotype import AnyGenotype
 
@@ -99,6 +101,8 @@ class ZeroCostSelection(Selector):
         self.generator = torch.Generator().manual_seed(self.seed)
         self.pool: list[dict[str, Any]] = []
         self.batches_drawn = 0
+        # the current run's decided edges (each run of the pool starts with none)
+        self.projection: EdgeProjection | None = None
 
     def _make_proxy(self, *, supernet: bool) -> Proxy:
         options = dict(self.proxy_options)
@@ -113,7 +117,7 @@ class ZeroCostSelection(Selector):
 
     def _batch(self, ctx: Any, val_data: Iterator[Batch] | None, size: int) -> Batch:
         """A fresh batch of ``size`` images from the architecture split (fewer if it is smaller)."""
-        key = 10**7 + self.batches_drawn
+        key = ZC_BATCH_BASE + self.batches_drawn
         self.batches_drawn += 1
         source: Iterable[Batch]
         if ctx is not None:
@@ -159,9 +163,12 @@ class ZeroCostSelection(Selector):
     def _reset(self, strategy: SearchStrategy) -> None:
         """A fresh alpha (init_scale * randn) and no projection (networks_proposal.py:200)."""
         with torch.no_grad():
-            for ct, p in strategy.arch_params.items():
+            for p in strategy.arch_params.values():
                 p.copy_(self.init_scale * torch.randn(p.shape, generator=self.generator))
-                strategy.projection_decided(ct).zero_()
+        if self.projection is None:
+            self.projection = EdgeProjection.for_strategy(strategy)
+        self.projection.reset()
+        install(strategy, self.projection)
 
     def _base(self, strategy: SearchStrategy) -> ArchWeights:
         with torch.no_grad():
@@ -175,9 +182,8 @@ class ZeroCostSelection(Selector):
         cell = supernet.space.cells[cell_type]
         decisions: list[dict[str, Any]] = []
         while True:
-            undecided = [
-                int(e) for e in (~strategy.projection_decided(cell_type)).nonzero().flatten()
-            ]
+            assert self.projection is not None  # _reset made it
+            undecided = self.projection.undecided(cell_type)
             if not undecided:
                 return decisions
             edge = self._pick(undecided)
@@ -198,7 +204,8 @@ class ZeroCostSelection(Selector):
             best = min(finite, key=lambda i: (scores[i], i)) if finite else 0
             if ctx is not None:
                 best = ctx.broadcast(best)
-            strategy.project_edge_to_op(cell_type, edge, candidates[best])
+            assert self.projection is not None
+            self.projection.project_op(cell_type, edge, candidates[best])
             decisions.append(
                 {
                     "cell_type": cell_type,
@@ -235,7 +242,8 @@ class ZeroCostSelection(Selector):
                 decisions.append(
                     {"cell_type": cell_type, "node": node, "edges": list(eids), "scores": scores}
                 )
-                strategy.remove_edge(cell_type, eids[i])
+                assert self.projection is not None
+                self.projection.remove_edge(cell_type, eids[i])
                 del eids[i]
         return decisions
 

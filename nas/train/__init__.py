@@ -7,7 +7,7 @@ reference into ``NetworkCIFAR``, ``NetworkImageNet`` or NB201's ``TinyNetwork``.
 """
 
 from nas.train.ema import EMA
-from nas.train.loop import TrainError, TrainResult, lr_factor, run_eval, run_train
+from nas.train.loop import TrainError, TrainResult, run_eval, run_train
 from nas.train.model import NetworkSpec, build_network, resolve_train_genotype
 
 __all__ = [
@@ -16,7 +16,6 @@ __all__ = [
     "TrainError",
     "TrainResult",
     "build_network",
-    "lr_factor",
     "resolve_train_genotype",
     "run_eval",
     "run_train",

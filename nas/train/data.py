@@ -25,16 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sized
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from nas.data.loaders import seed_worker
-
-
-def stream_seed(*keys: int) -> int:
-    """A well-mixed 63-bit seed from integer keys (run seed, epoch, rank, ...)."""
-    return int(np.random.SeedSequence(list(keys)).generate_state(2, np.uint64)[0] >> 1)
+from nas.run.seeds import TRAIN_LOADER, stream_seed
 
 
 class ResumableDistributedSampler(DistributedSampler[int]):
@@ -114,7 +109,7 @@ def start_epoch(loader: DataLoader[Any], *, seed: int, epoch: int, start_batch: 
     assert isinstance(sampler, ResumableDistributedSampler)
     sampler.set_epoch(epoch, start_batch)
     assert loader.generator is not None
-    loader.generator.manual_seed(stream_seed(seed, epoch, sampler.rank, start_batch, 1))
+    loader.generator.manual_seed(stream_seed(seed, epoch, sampler.rank, start_batch, TRAIN_LOADER))
     return iter(loader)
 
 

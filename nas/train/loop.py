@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,34 +47,26 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset, Subset
 
 from nas import distributed as D
-from nas.checkpoint import (
-    CheckpointError,
-    atomic_save,
-    load_checkpoint,
-    rng_state,
-    seed_everything,
-    set_rng_state,
-)
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
-from nas.metrics import MetricLogger
-from nas.progress import Progress, start_line
+from nas.progress import start_line
+from nas.run.checkpoint import CheckpointError, load_checkpoint, seed_everything
 from nas.run.config import (
-    SCHEDULES,
     TRAIN_NEUTRAL_KEYS,
     TRAIN_NEUTRAL_WORDS,
     set_on_command_line,
     validate_train_config,
 )
 from nas.run.disk import atomic_write_text
-from nas.run.resume import check_epochs, check_same_config, follow_new_schedule
-from nas.run.signals import Preempted, StopSignals
+from nas.run.resume import follow_new_schedule
+from nas.run.schedules import drop_path_prob, train_lr_factor
+from nas.run.seeds import TRAIN_EPOCH_RNG, stream_seed
+from nas.run.skeleton import Run, autocast, autocast_dtype, to_device
 from nas.summary import summarize
-from nas.train.data import eval_loader, start_epoch, stream_seed, train_loader
+from nas.train.data import eval_loader, start_epoch, train_loader
 from nas.train.ema import EMA
 from nas.train.model import (
-    NetworkSpec,
-    build_network,
     logits_of,
+    network_from_config,
     resolve_train_genotype,
     unused_parameters,
 )
@@ -93,57 +85,6 @@ class TrainResult:
     results: dict[str, Any]
 
 
-# ------------------------------------------------------------------------------ schedules
-
-
-def lr_factor(
-    *,
-    schedule: str,
-    epochs: int,
-    lr: float,
-    lr_min: float = 0.0,
-    gamma: float = 0.97,
-    decay_period: int = 1,
-    warmup_epochs: int = 0,
-) -> Callable[[int], float]:
-    """The learning rate of epoch e as a factor of ``lr``.
-
-    * ``cosine``: ``lr_min + (lr - lr_min) (1 + cos(pi e / epochs)) / 2`` (DARTS CIFAR: to 0);
-    * ``step``: ``gamma ** (e // decay_period)`` (DARTS ImageNet: x0.97 every epoch);
-    * ``linear``: DrNAS's ImageNet ``adjust_lr``: ``(E - 5 - e) / (E - 5)``, and over the last
-      5 epochs the gentler ``(E - e) / (5 (E - 5))``, which keeps the rate above 0 to the end
-      (runs of 5 epochs or fewer decay as ``(E - e) / E``).
-
-    During the first ``warmup_epochs`` the linear warm-up ``(e + 1) / warmup_epochs`` replaces
-    the schedule (DrNAS ImageNet: 5 epochs).
-    """
-    if schedule not in SCHEDULES:
-        raise ValueError(
-            f"optimizer.schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}"
-        )
-
-    def factor(epoch: int) -> float:
-        if epoch < warmup_epochs:
-            return (epoch + 1) / warmup_epochs
-        if schedule == "cosine":
-            return (lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2) / lr
-        if schedule == "step":
-            return float(gamma ** (epoch // decay_period))
-        tail = 5
-        if epochs <= tail:
-            return (epochs - epoch) / epochs
-        if epochs - epoch > tail:
-            return (epochs - tail - epoch) / (epochs - tail)
-        return (epochs - epoch) / ((epochs - tail) * tail)
-
-    return factor
-
-
-def drop_path_prob(drop_path: float, epoch: int, epochs: int) -> float:
-    """DARTS's ramp: ``drop_path * epoch / epochs`` during epoch ``epoch`` (0 in the first)."""
-    return drop_path * epoch / epochs
-
-
 # ------------------------------------------------------------------------------ validation
 
 
@@ -153,31 +94,26 @@ def validate_config(cfg: DictConfig) -> None:
     validate_train_config(cfg, TrainError)
 
 
+def _schedule(cfg: DictConfig, epochs: int) -> Callable[[int], float]:
+    """The recipe's learning-rate factor per epoch for a run of ``epochs`` epochs."""
+    opt = cfg.optimizer
+    return train_lr_factor(
+        schedule=str(opt.schedule),
+        epochs=epochs,
+        lr=float(opt.lr),
+        lr_min=float(opt.lr_min),
+        gamma=float(opt.gamma),
+        decay_period=int(opt.decay_period),
+        warmup_epochs=int(opt.warmup_epochs),
+    )
+
+
 def per_rank_batch(batch_size: int, world_size: int, what: str = "batch_size") -> int:
     """The per-process share of a global batch (``nas.distributed.per_rank_batch``)."""
     try:
         return D.per_rank_batch(batch_size, world_size, what)
     except ValueError as e:
         raise TrainError(str(e)) from None
-
-
-def autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
-    if amp in (None, False, "none", "null"):
-        return None
-    if amp == "bf16":
-        return torch.bfloat16
-    if amp == "fp16":
-        if device.type != "cuda":
-            raise TrainError("amp=fp16 needs CUDA; on CPU use amp=bf16 or amp=null")
-        return torch.float16
-    raise TrainError(f"amp must be null, bf16 or fp16, got {amp!r}")
-
-
-def _main_then_broadcast(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on rank 0 and hand its value, or its one-line error, to every rank."""
-    return D.main_then_broadcast(
-        fn, (TrainError, CheckpointError, ValueError, FileNotFoundError), TrainError
-    )
 
 
 # ----------------------------------------------------------------------------- data
@@ -218,50 +154,93 @@ def _datasets(cfg: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
 # --------------------------------------------------------------------------- the run
 
 
-class TrainRun:
+class TrainRun(Run):
     """One training run in one run folder; ``run()`` trains and returns the results."""
+
+    program = "nas-train"
+    kind = "train"
+    error = TrainError
+    holds = "training run"
+    fits = "this network"
+    broadcast_errors = (TrainError, CheckpointError, ValueError, FileNotFoundError)
+    new_run_advice = "name=... / hydra.run.dir=..."
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
         validate_config(cfg)
-        self.cfg = cfg
-        self.run_dir = Path(run_dir)
-        self.ckpt_path = self.run_dir / "checkpoints" / "last.pt"
-        self.env = D.env_from_torchrun()
-        self.main = self.env.is_main
-        self.seed = int(cfg.seed)
-        self.epochs = int(cfg.epochs)
+        self.locate(cfg, run_dir)
+        self.configure(cfg)
         self.batch_size = per_rank_batch(int(cfg.batch_size), self.env.world_size)
         eval_batch = cfg.eval.get("batch_size") or cfg.batch_size
         self.eval_batch_size = per_rank_batch(
             int(eval_batch), self.env.world_size, "eval.batch_size"
         )
-        try:
-            self.device = D.select_device(str(cfg.device), self.env)
-        except ValueError as e:
-            raise TrainError(str(e)) from None
-        self.amp_dtype = autocast_dtype(cfg.get("amp"), self.device)
         self.channels_last = bool(cfg.channels_last)
         try:
             self.genotype: AnyGenotype = resolve_train_genotype(cfg.genotype)
-        except (ValueError, FileNotFoundError) as e:
-            raise TrainError(str(e)) from None
-        try:
             info = dataset_info(str(cfg.data.name), cfg.data)
         except (ValueError, FileNotFoundError) as e:
             raise TrainError(str(e)) from None
         self.num_classes = int(info["num_classes"])
         # Data before the rendezvous: a rank without its data stops now, and torchrun ends the
         # others, instead of everyone waiting in the first collective.
+        self._build_data()
+
+        D.init_distributed(self.env, self.device)
+        resume_state = self.main_then_broadcast(self._resume_state)
+
+        seed_everything(self.seed)  # the same initial weights on every rank
+        self._build_model(int(info["image_size"]))
+        self._build_optimiser()
+
+        self.best: dict[str, Any] = {}
+        self.final: dict[str, Any] = {}
+        self.train_seconds = 0.0
+        self._sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=self.device)
+        self._register_state()
+        if resume_state is not None:
+            self._load(resume_state)
+        self.start_logger(resumed=resume_state is not None)
+
+    # --------------------------------------------------------------------------- building
+
+    def _build_data(self) -> None:
+        """The training and test loaders, each rank's share."""
+        cfg = self.cfg
         try:
             train_set, test_set = _datasets(cfg)
         except (ValueError, FileNotFoundError) as e:
             raise TrainError(str(e)) from None
+        num_workers = int(cfg.data.get("num_workers", 0) or 0)
+        pin = bool(cfg.data.get("pin_memory", False))
+        self.train_loader = train_loader(
+            train_set,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            num_replicas=self.env.world_size,
+            rank=self.env.rank,
+            num_workers=num_workers,
+            pin_memory=pin,
+        )
+        self.test_loader = eval_loader(
+            test_set,
+            batch_size=self.eval_batch_size,
+            num_replicas=self.env.world_size,
+            rank=self.env.rank,
+            num_workers=num_workers,
+            pin_memory=pin,
+        )
+        self.num_train = len(train_set)  # type: ignore[arg-type]
+        self.num_test = len(test_set)  # type: ignore[arg-type]
 
-        D.init_distributed(self.env, self.device)
-        resume_state = _main_then_broadcast(self._resume_state)
-
-        seed_everything(self.seed)  # the same initial weights on every rank
-        self.net, self.spec = self._build_network(int(info["image_size"]))
+    def _build_model(self, image_size: int) -> None:
+        """The network on the device (NHWC, SyncBatchNorm, EMA, DDP, compile as asked)."""
+        cfg = self.cfg
+        try:
+            self.net, self.spec = network_from_config(
+                self.genotype, cfg.model, num_classes=self.num_classes, image_size=image_size
+            )
+        except ValueError as e:
+            raise TrainError(str(e).splitlines()[0]) from None
         self.summary = summarize(self.net, self.spec.input_size)
         self.net.to(self.device)
         if self.channels_last:
@@ -290,7 +269,12 @@ class TrainRun:
                     file=sys.stderr,
                     flush=True,
                 )
+        self.aux_weight = float(cfg.model.auxiliary_weight)
+        self.drop_path = float(cfg.model.drop_path) if self.spec.drop_path else 0.0
 
+    def _build_optimiser(self) -> None:
+        """SGD, its per-epoch schedule, the AMP scaler and the losses of the recipe."""
+        cfg = self.cfg
         opt = cfg.optimizer
         self.optimizer = torch.optim.SGD(
             self.net.parameters(),
@@ -301,16 +285,7 @@ class TrainRun:
             foreach=True,  # one kernel per step for all parameters, not one per tensor
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lr_factor(
-                schedule=str(opt.schedule),
-                epochs=self.epochs,
-                lr=float(opt.lr),
-                lr_min=float(opt.lr_min),
-                gamma=float(opt.gamma),
-                decay_period=int(opt.decay_period),
-                warmup_epochs=int(opt.warmup_epochs),
-            ),
+            self.optimizer, _schedule(cfg, self.epochs)
         )
         self.grad_clip = float(opt.grad_clip or 0.0)
         self.scaler = torch.amp.GradScaler(
@@ -318,84 +293,16 @@ class TrainRun:
         )
         self.train_criterion = nn.CrossEntropyLoss(label_smoothing=float(cfg.label_smoothing))
         self.eval_criterion = nn.CrossEntropyLoss()
-        self.aux_weight = float(cfg.model.auxiliary_weight)
-        self.drop_path = float(cfg.model.drop_path) if self.spec.drop_path else 0.0
-
-        num_workers = int(cfg.data.get("num_workers", 0) or 0)
-        pin = bool(cfg.data.get("pin_memory", False))
-        self.train_loader = train_loader(
-            train_set,
-            batch_size=self.batch_size,
-            seed=self.seed,
-            num_replicas=self.env.world_size,
-            rank=self.env.rank,
-            num_workers=num_workers,
-            pin_memory=pin,
-        )
-        self.test_loader = eval_loader(
-            test_set,
-            batch_size=self.eval_batch_size,
-            num_replicas=self.env.world_size,
-            rank=self.env.rank,
-            num_workers=num_workers,
-            pin_memory=pin,
-        )
-        self.num_train = len(train_set)  # type: ignore[arg-type]
-        self.num_test = len(test_set)  # type: ignore[arg-type]
-
-        self.epoch = 0  # epochs completed
-        self.step_in_epoch = 0  # global steps of the current epoch done (after a SIGTERM)
-        self.global_step = 0
-        self.best: dict[str, Any] = {}
-        self.final: dict[str, Any] = {}
-        self.train_seconds = 0.0
-        self._sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=self.device)
-        self._resume_rng: dict[str, Any] | None = None
-        if resume_state is not None:
-            self._load(resume_state)
-        self.logger = (
-            MetricLogger(
-                self.run_dir,
-                resume_step=self.global_step if resume_state is not None else None,
-                config=self.cfg,
-            )
-            if self.main
-            else None
-        )
-        # SIGTERM / Ctrl-C (nas.run.signals); tests set _stop_requested to request a stop
-        self._signals = StopSignals("nas-train")
-        self._stop_requested = False
-
-    # --------------------------------------------------------------------------- building
-
-    def _build_network(self, image_size: int) -> tuple[nn.Module, NetworkSpec]:
-        m = self.cfg.model
-        try:
-            return build_network(
-                self.genotype,
-                num_classes=self.num_classes,
-                image_size=image_size,
-                darts_C=int(m.darts.C),
-                darts_layers=int(m.darts.layers),
-                nb201_C=int(m.nb201.C),
-                nb201_N=int(m.nb201.N),
-                auxiliary=bool(m.auxiliary),
-            )
-        except ValueError as e:
-            raise TrainError(str(e).splitlines()[0]) from None
 
     # ------------------------------------------------------------------------ checkpoints
 
     def _resume_state(self) -> dict[str, Any] | None:
-        """Runs on rank 0: the checkpoint to continue, or None for a new run."""
-        if not bool(self.cfg.resume):
-            if self.ckpt_path.exists():
-                raise TrainError(
-                    f"run folder {self.run_dir} already holds a training run ({self.ckpt_path}); "
-                    "pass resume=true to continue it, or name=... / hydra.run.dir=... for a new one"
-                )
+        """Runs on rank 0: the checkpoint to continue, or None for a new run. A checkpoint
+        written in the middle of an epoch resumes at any world size: its position counts
+        global batches, which every world size splits the same way (``nas.train.data``)."""
+        state = self.load_resume_checkpoint()
+        if state is None:
             return None
-        state = load_checkpoint(self.ckpt_path, kind="train")
         theirs = genotype_from_json(state["genotype"])
         if str(theirs) != str(self.genotype):
             raise TrainError(
@@ -406,115 +313,68 @@ class TrainRun:
             self._check_resumable(state)
         except ValueError as e:
             raise TrainError(str(e)) from None
-        if state["step_in_epoch"] and state["world_size"] != self.env.world_size:
-            raise TrainError(
-                f"checkpoint {self.ckpt_path} was written in the middle of an epoch by "
-                f"{state['world_size']} process(es); resume it with the same number, not "
-                f"{self.env.world_size}"
-            )
         return state
 
     def _check_resumable(self, state: dict[str, Any]) -> None:
         """``resume=true`` continues the stopped run or nothing: the same values but for the
         result-neutral keys (``nas.run.config``), and ``epochs`` changed only where the epochs
         already started keep their learning rate and drop-path probability."""
-        old = state["config"]
-        new = OmegaConf.to_container(self.cfg, resolve=True)
-        assert isinstance(new, dict)
-        check_same_config(
-            old,
-            new,
-            checkpoint=self.ckpt_path,
-            neutral=TRAIN_NEUTRAL_KEYS,
-            neutral_words=TRAIN_NEUTRAL_WORDS,
-        )
-        opt = self.cfg.optimizer
-        lr = float(opt.lr)
+        self.check_same_values(state, neutral=TRAIN_NEUTRAL_KEYS, neutral_words=TRAIN_NEUTRAL_WORDS)
+        lr = float(self.cfg.optimizer.lr)
         # TinyNetwork (an NB201 cell) has no drop-path; the DARTS networks ramp it with epochs
         has_drop_path = not isinstance(self.genotype, NB201Genotype)
         drop_path = float(self.cfg.model.drop_path) if has_drop_path else 0.0
 
         def settings(total: int, epoch: int) -> dict[str, float]:
-            factor = lr_factor(
-                schedule=str(opt.schedule),
-                epochs=total,
-                lr=lr,
-                lr_min=float(opt.lr_min),
-                gamma=float(opt.gamma),
-                decay_period=int(opt.decay_period),
-                warmup_epochs=int(opt.warmup_epochs),
-            )
             return {
-                "learning rate": lr * factor(epoch),
+                "learning rate": lr * _schedule(self.cfg, total)(epoch),
                 "drop-path probability": drop_path_prob(drop_path, epoch, total),
             }
 
-        started = int(state["epoch"]) + (1 if int(state["step_in_epoch"]) else 0)
-        check_epochs(
-            old_epochs=int(old["epochs"]),
-            new_epochs=self.epochs,
-            started=started,
-            settings=settings,
-            checkpoint=self.ckpt_path,
-        )
+        self.check_epoch_change(state, settings)
+
+    def _register_state(self) -> None:
+        """What a checkpoint holds besides the position and the running sums."""
+        ckpt = self.checkpointer
+        ckpt.register("model", self.net)
+        ckpt.register("ema", save=self._ema_state, load=self._load_ema)
+        ckpt.register("optimizer", self.optimizer)
+        ckpt.register("scheduler", self.scheduler)
+        ckpt.register("scaler", self.scaler)
+
+    def _ema_state(self) -> dict[str, Any] | None:
+        return self.ema.state_dict() if self.ema is not None else None
+
+    def _load_ema(self, state: dict[str, Any] | None) -> None:
+        if self.ema is None:
+            return
+        if state is None:
+            raise KeyError("the checkpoint has no EMA weights (ema.decay was null)")
+        self.ema.load_state_dict(state)
 
     def _checkpoint(self, *, best: bool = False) -> None:
         """All ranks call this (it gathers every rank's RNG state); rank 0 writes."""
-        rngs = D.all_gather_object(rng_state())
         sums = D.all_reduce_sum(self._sums.clone())
-        if not self.main:
-            return
-        state = {
-            "kind": "train",
-            "version": 1,
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
+        counters = {
+            **self.counters(),
             "genotype": self.genotype.to_json(),
             "network": str(self.spec),
-            "epoch": self.epoch,
-            "step_in_epoch": self.step_in_epoch,
-            "global_step": self.global_step,
-            "world_size": self.env.world_size,
             "sums": sums.cpu(),
             "best": dict(self.best),
             "final": dict(self.final),
             "train_seconds": self.train_seconds,
-            "model": self.net.state_dict(),
-            "ema": self.ema.state_dict() if self.ema is not None else None,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": rngs,
         }
-        atomic_save(state, self.ckpt_path)
-        if best:
-            atomic_save(state, self.run_dir / "checkpoints" / "best.pt")
+        copies = [self.run_dir / "checkpoints" / "best.pt"] if best else []
+        self.checkpointer.save(counters, copies=copies)
 
     def _load(self, state: dict[str, Any]) -> None:
-        try:
-            self.net.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.scaler.load_state_dict(state["scaler"])
-            if self.ema is not None:
-                if state.get("ema") is None:
-                    raise KeyError("the checkpoint has no EMA weights (ema.decay was null)")
-                self.ema.load_state_dict(state["ema"])
-        except (RuntimeError, KeyError, ValueError) as e:
-            reason = str(e).splitlines()[0]
-            raise TrainError(
-                f"checkpoint {self.ckpt_path} does not fit this network ({reason}); resume with "
-                "the run's own config"
-            ) from None
-        self.epoch = int(state["epoch"])
-        self.step_in_epoch = int(state["step_in_epoch"])
-        self.global_step = int(state["global_step"])
+        self.checkpointer.load(state)
+        self.load_counters(state)
         self.best = dict(state["best"])
         self.final = dict(state["final"])
         self.train_seconds = float(state["train_seconds"])
         if self.main:  # rank 0 carries the sums of the ranks up to the checkpoint
             self._sums.copy_(state["sums"].to(self.device))
-        if self.step_in_epoch:
-            self._resume_rng = state["rng"][self.env.rank]
         if int(state["config"]["epochs"]) != self.epochs:
             # more epochs: the next epoch's learning rate is the new schedule's (the checkpoint
             # holds the old one's, e.g. 0 after a finished cosine)
@@ -523,17 +383,10 @@ class TrainRun:
     # ------------------------------------------------------------------------------ steps
 
     def _to_device(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        x = x.to(self.device, non_blocking=True)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x, y.to(self.device, non_blocking=True)
+        return to_device(x, y, self.device, channels_last=self.channels_last)
 
-    def _autocast(self) -> Any:
-        return torch.autocast(
-            device_type=self.device.type,
-            dtype=self.amp_dtype or torch.float32,
-            enabled=self.amp_dtype is not None,
-        )
+    def _autocast(self) -> AbstractContextManager[Any]:
+        return autocast(self.device, self.amp_dtype)
 
     def _train_step(self, x: Tensor, y: Tensor) -> Tensor:
         """Forward, backward, clip, optimiser step, EMA; returns the step's loss (on device)."""
@@ -555,48 +408,35 @@ class TrainRun:
             self._sums += _batch_sums(loss.detach(), logits.detach(), y)
         return loss.detach()
 
-    def run(self) -> TrainResult:
-        if self.main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            config = OmegaConf.to_yaml(self.cfg, resolve=True)
-            atomic_write_text(self.run_dir / "config.yaml", config)
-            keys = ["genotype", "data.name", "data.max_items", "epochs", "batch_size", "seed"]
-            resumed = self.epoch or None
-            line = start_line("nas-train", self.run_dir, self.cfg, keys, device=self.device,
-                              processes=self.env.world_size, resumed_at_epoch=resumed)  # fmt: skip
-            print(line, flush=True)
-            self._log_start()
-        try:
-            with self._signals:
-                while self.epoch < self.epochs:
-                    self._run_epoch()
-            results = self._results()
-        finally:
-            if self.logger is not None:
-                self.logger.close()
-        return TrainResult(self.run_dir, results)
+    def start_line(self) -> str:
+        keys = ["genotype", "data.name", "data.max_items", "epochs", "batch_size", "seed"]
+        resumed = self.epoch or None
+        return start_line("nas-train", self.run_dir, self.cfg, keys, device=self.device,
+                          processes=self.env.world_size, resumed_at_epoch=resumed)  # fmt: skip
 
-    def _run_epoch(self) -> None:
+    def on_start(self) -> None:
+        self._log_start()
+
+    def finish(self) -> TrainResult:
+        return TrainResult(self.run_dir, self._results())
+
+    def run(self) -> TrainResult:
+        result: TrainResult = super().run()
+        return result
+
+    def run_epoch(self) -> None:
         epoch, start = self.epoch, self.step_in_epoch
-        if start == 0:
-            seed_everything(stream_seed(self.seed, epoch, self.env.rank, 99))
+        if self.start_rng(lambda: stream_seed(self.seed, epoch, self.env.rank, TRAIN_EPOCH_RNG)):
             self._sums.zero_()
-        else:
-            assert self._resume_rng is not None
-            set_rng_state(self._resume_rng)
         drop = drop_path_prob(self.drop_path, epoch, self.epochs)
         if self.spec.drop_path:
             self.net.drop_path_prob = drop  # type: ignore[assignment]
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.model.train()
         batches = start_epoch(self.train_loader, seed=self.seed, epoch=epoch, start_batch=start)
-        bar = Progress(
+        bar = self.progress(
             total=start + len(self.train_loader),
-            initial=start,
             desc=f"epoch {epoch + 1}/{self.epochs}",
-            enabled=self.main,
-            log_every=int(self.cfg.log_every),
-            first_step=self.global_step,
             steps_after=(self.epochs - epoch - 1) * (start + len(self.train_loader)),
         )
         sums_at_start = D.all_reduce_sum(self._sums.clone())
@@ -605,22 +445,22 @@ class TrainRun:
             loss = self._train_step(*self._to_device(x, y))
             self.step_in_epoch += 1
             self.global_step += 1
+            # one collective per step: the stop flag, and on logging steps the loss
+            log_step = self.global_step % int(self.cfg.log_every) == 0
+            summed, stop = self.stop.sum_with_stop(loss.double().reshape(1) if log_step else None)
             step_loss = None
-            if self.global_step % int(self.cfg.log_every) == 0:
-                step_loss = float(D.all_reduce_sum(loss.double().reshape(1)).item())
-                step_loss /= self.env.world_size
+            if log_step:
+                step_loss = summed[0] / self.env.world_size
                 self._check_finite({"train_loss": step_loss}, epoch)
                 if self.logger is not None:
                     self.logger.log(
                         "step", epoch=epoch, step=self.global_step, lr=lr, train_loss=step_loss
                     )
             bar.update(1, images=int(x.shape[0]) * self.env.world_size, loss=step_loss)
-            wanted = self._stop_requested or self._signals.requested
-            stop = D.any_rank(wanted, self.device) if self.env.distributed else wanted
             if stop:
                 bar.close()
                 self._checkpoint()
-                raise Preempted(self.ckpt_path, self._signals.signum or signal.SIGTERM)
+                raise self.stop.preempted(self.ckpt_path)
         bar.close()
         elapsed = time.perf_counter() - t0
         self.train_seconds += elapsed
@@ -813,7 +653,10 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         device = D.select_device(str(cfg.device), env)
     except ValueError as e:
         raise TrainError(str(e)) from None
-    amp_dtype = autocast_dtype(cfg.get("amp"), device)
+    try:
+        amp_dtype = autocast_dtype(cfg.get("amp"), device)
+    except ValueError as e:
+        raise TrainError(str(e)) from None
     eval_batch = int(cfg.eval.get("batch_size") or cfg.batch_size)
     batch = per_rank_batch(eval_batch, env.world_size, "eval.batch_size")
     name = str(cfg.data.name)
@@ -832,7 +675,11 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     if eval_items is not None:
         test_set = Subset(test_set, range(min(int(eval_items), len(test_set))))  # type: ignore[arg-type]
     D.init_distributed(env, device)
-    state = _main_then_broadcast(lambda: load_checkpoint(path, kind="train"))
+    state = D.main_then_broadcast(
+        lambda: load_checkpoint(path, kind="train"),
+        TrainRun.broadcast_errors,
+        TrainError,
+    )
     old = OmegaConf.create(state["config"])
     trained_on = str(old.data.name)
     try:
@@ -845,17 +692,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
             f"data={name} has {info['num_classes']}"
         )
     genotype = genotype_from_json(state["genotype"])
-    m = old.model
-    net, spec = build_network(
-        genotype,
-        num_classes=int(info["num_classes"]),
-        image_size=int(info["image_size"]),
-        darts_C=int(m.darts.C),
-        darts_layers=int(m.darts.layers),
-        nb201_C=int(m.nb201.C),
-        nb201_N=int(m.nb201.N),
-        auxiliary=bool(m.auxiliary),
-    )
+    sizes = {"num_classes": int(info["num_classes"]), "image_size": int(info["image_size"])}
+    net, spec = network_from_config(genotype, old.model, **sizes)
     net.load_state_dict(state["model"])
     net.to(device)
     channels_last = bool(cfg.channels_last)
@@ -876,12 +714,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         model.eval()
         sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
         for x, y in loader:
-            x, y = x.to(device), y.to(device)
-            if channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(
-                device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
-            ):
+            x, y = to_device(x, y, device, channels_last=channels_last)
+            with autocast(device, amp_dtype):
                 logits, _ = logits_of(model(x), spec.family)
                 loss = criterion(logits.float(), y)
             sums += _batch_sums(loss, logits, y)
@@ -897,16 +731,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         **evaluate(net, "test"),
     }
     if state.get("ema") is not None:
-        ema_net = build_network(
-            genotype,
-            num_classes=int(info["num_classes"]),
-            image_size=int(info["image_size"]),
-            darts_C=int(m.darts.C),
-            darts_layers=int(m.darts.layers),
-            nb201_C=int(m.nb201.C),
-            nb201_N=int(m.nb201.N),
-            auxiliary=bool(m.auxiliary),
-        )[0]
+        ema_net = network_from_config(genotype, old.model, **sizes)[0]
         ema_net.load_state_dict(state["ema"]["module"])
         ema_net.to(device)
         if channels_last:

@@ -137,6 +137,24 @@ def build_network(
     return net, NetworkSpec(family, darts_C, darts_layers, auxiliary, True, input_size)
 
 
+def network_from_config(
+    genotype: AnyGenotype, model: Any, *, num_classes: int, image_size: int
+) -> tuple[nn.Module, NetworkSpec]:
+    """``build_network`` with the sizes of a ``model`` config section (``configs/train``:
+    ``darts.C``, ``darts.layers``, ``nb201.C``, ``nb201.N``, ``auxiliary``): the one place
+    that reads them, for a new run, a resumed one and an evaluation of a checkpoint."""
+    return build_network(
+        genotype,
+        num_classes=num_classes,
+        image_size=image_size,
+        darts_C=int(model.darts.C),
+        darts_layers=int(model.darts.layers),
+        nb201_C=int(model.nb201.C),
+        nb201_N=int(model.nb201.N),
+        auxiliary=bool(model.auxiliary),
+    )
+
+
 def logits_of(output: Any, family: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(logits, auxiliary logits or None)`` of a forward pass of any family."""
     if family == "TinyNetwork":

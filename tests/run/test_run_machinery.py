@@ -136,7 +136,7 @@ def _lrs(run_dir: Path) -> list[float]:
 
 
 def test_a_finished_one_epoch_search_extended_to_two_is_the_two_epoch_search(tmp_path, one_thread):
-    from nas.search.loop import SearchError, SearchRun
+    from nas.pipeline.search import SearchError, SearchRun
 
     SearchRun(_search_cfg("epochs=2"), tmp_path / "two").run()
     SearchRun(_search_cfg("epochs=1"), tmp_path / "ext").run()  # finished, genotype written

@@ -50,7 +50,7 @@ def drift(run_dir: str) -> None:
 
     from nas import distributed as D
     from nas.cli.search import CONFIG_DIR
-    from nas.search.loop import SearchError, SearchRun
+    from nas.pipeline.search import SearchError, SearchRun
 
     overrides = ["space.C=4", "space.layers=1", "batch_size=16", "data.max_items=64"]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):

@@ -23,10 +23,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -34,10 +32,12 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
-from nas.search import loop
-from nas.search.loop import EpochSampler, Preempted, SearchError, SearchRun, SeededItems
+from nas.pipeline.search import Preempted, SearchError, SearchRun
+from nas.search.base import SearchStrategy
+from nas.search.data import EpochSampler, SeededItems
 
 WORKER = Path(__file__).with_name("dist_worker.py")
+HOOKED = Path(__file__).parents[1] / "hooked_cli.py"
 
 # NB201 at C=4, one cell per stage; 128 images: 4 steps of 16 per epoch
 TINY = [
@@ -205,7 +205,7 @@ def test_second_order_darts_on_two_processes_equals_one(darts2):
     one, two, _ = darts2
     a, b = final_state(one), final_state(two)
     assert_same_search(a, b)
-    assert b["state"]["world_size"] == 2 and len(b["state"]["rng_per_rank"]) == 2
+    assert b["state"]["world_size"] == 2 and len(b["state"]["rng"]) == 2
     # the per-step metrics are the global batch's, not rank 0's half
     steps_a, steps_b = events(one, "step"), events(two, "step")
     assert [e["step"] for e in steps_b] == list(range(1, 13))  # once each: rank 0 writes
@@ -264,41 +264,19 @@ def test_pt_with_sharded_evaluation_takes_the_decisions_of_one_process(tmp_path)
 # ------------------------------------------------------ resume at another world size
 
 
-def _worker_pids(launcher_pid: int) -> dict[int, int]:
-    """{rank: pid} of torchrun's worker processes."""
-    out = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) != launcher_pid:
-                continue
-            environ = (stat.parent / "environ").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        for var in environ:
-            if var.startswith(b"RANK="):
-                out[int(var[5:])] = int(stat.parent.name)
-    return out
-
-
 def test_two_process_search_preempted_then_resumed_on_one(tmp_path, darts2):
+    """A real SIGTERM, seen by rank 1 only, at an exact step (tests/hooked_cli.py): both ranks
+    stop at that step's boundary, the checkpoint resumes on one process."""
     one_ref, _, _ = darts2
     run_dir = tmp_path / "moved"
-    proc = search_2proc(run_dir, DARTS2, wait=False)
-    ckpt = run_dir / "checkpoints" / "last.pt"
-    t0 = time.time()
-    while not ckpt.exists():  # the end of epoch 1
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.time() - t0 < 300
-        time.sleep(0.02)
-    workers = _worker_pids(proc.pid)
-    assert sorted(workers) == [0, 1]
-    os.kill(workers[1], signal.SIGTERM)  # seen by rank 1 only: both must stop
-    _, err = proc.communicate(timeout=300)
-    if proc.returncode == 0:
-        pytest.skip("the search finished before SIGTERM arrived")
-    assert "preempted; checkpoint written to" in err
-    state = torch.load(ckpt, weights_only=False)
+    cmd = _torchrun(str(HOOKED), "search", "--sigterm-at-step=5", "--sigterm-rank=1", "--",
+                    *DARTS2, "sync_check_every=1", f"hydra.run.dir={run_dir}")  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
+    assert proc.returncode != 0, proc.stdout
+    assert "nas-search: preempted; checkpoint written to" in proc.stderr, proc.stderr
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+    # 4 steps per epoch: step 5 is the first of epoch 2, and both ranks stopped after it
+    assert (state["epoch"], state["step_in_epoch"], state["global_step"]) == (1, 1, 5)
     assert state["phase"] == "search" and state["world_size"] == 2
     assert not (run_dir / "genotype.json").exists()
     search_1proc(run_dir, [*DARTS2, "resume=true"])
@@ -308,19 +286,19 @@ def test_two_process_search_preempted_then_resumed_on_one(tmp_path, darts2):
 def test_one_process_search_preempted_then_resumed_on_two(tmp_path, monkeypatch, darts2):
     one_ref, _, _ = darts2
     run_dir = tmp_path / "moved"
-    real_step = loop.SearchStrategy.step
+    real_step = SearchStrategy.step
     calls = {"n": 0}
 
     def step_then_request_stop(self, *args, **kwargs):
         out = real_step(self, *args, **kwargs)
         calls["n"] += 1
         if calls["n"] == 6:  # epoch 2, second step
-            run.__dict__["_stop_requested"] = True
+            run.stop.request()
         return out
 
     torch.set_num_threads(1)
     run = SearchRun(_cfg([*DARTS2, "micro_batches=2"]), run_dir)
-    monkeypatch.setattr(loop.SearchStrategy, "step", step_then_request_stop)
+    monkeypatch.setattr(SearchStrategy, "step", step_then_request_stop)
     with pytest.raises(Preempted):
         run.run()
     monkeypatch.undo()

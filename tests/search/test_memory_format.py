@@ -5,7 +5,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
-from nas.search.loop import SearchError, SearchRun
+from nas.pipeline.search import SearchError, SearchRun
 
 TINY = ["space.C=4", "space.layers=1", "batch_size=16", "data.max_items=32", "eval=false",
         "figures=false"]  # fmt: skip

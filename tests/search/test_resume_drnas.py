@@ -12,8 +12,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
-from nas.search import loop
-from nas.search.loop import Preempted, SearchRun
+from nas.pipeline.search import Preempted, SearchRun
+from nas.search.base import SearchStrategy
 
 OVERRIDES = [
     "search=drnas",
@@ -88,18 +88,18 @@ def test_preempted_mid_epoch_in_the_second_stage_resumes_exactly(
     tmp_path, monkeypatch, uninterrupted
 ):
     run_dir = tmp_path / "preempted"
-    real_step = loop.SearchStrategy.step
+    real_step = SearchStrategy.step
     calls = {"n": 0}
 
     def step_then_request_stop(self, *args, **kwargs):
         out = real_step(self, *args, **kwargs)
         calls["n"] += 1
         if calls["n"] == 8:  # epoch 3 (stage 1), second step: 3 steps per epoch
-            run.__dict__["_stop_requested"] = True
+            run.stop.request()
         return out
 
     run = SearchRun(_cfg(), run_dir)
-    monkeypatch.setattr(loop.SearchStrategy, "step", step_then_request_stop)
+    monkeypatch.setattr(SearchStrategy, "step", step_then_request_stop)
     with pytest.raises(Preempted):
         run.run()
     monkeypatch.undo()

@@ -8,7 +8,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
-from nas.search.loop import SearchRun
+from nas.pipeline.search import SearchRun
 
 OVERRIDES = [
     "selection=pt",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 from omegaconf import OmegaConf
 from PIL import Image
 
-from nas.search.loop import SearchRun
+from nas.run.checkpoint import seed_everything
+from nas.search.data import search_data
 
 
 def _image_folder(root: Path, classes: int = 2, per_class: int = 40) -> None:
@@ -31,8 +31,8 @@ def _subsets(root: Path, *, seed: int, subset_seed: int) -> tuple[list[int], lis
             "color_jitter": False,
         }
     )
-    run = SimpleNamespace(cfg=OmegaConf.create({"seed": seed}))
-    weights, arch = SearchRun._search_data(run, data)  # type: ignore[arg-type]
+    seed_everything(seed)  # the run seed reseeds the global generators: they must not matter
+    weights, arch = search_data(data)
     return list(weights.indices), list(arch.indices)  # type: ignore[attr-defined]
 
 

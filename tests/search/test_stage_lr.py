@@ -11,7 +11,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
-from nas.search.loop import SearchError, SearchRun, lr_factor, reference_stage_lrs
+from nas.pipeline.search import SearchError, SearchRun
+from nas.run.schedules import reference_stage_lrs, search_lr_factor
 
 
 def _torch_reference(
@@ -69,7 +70,7 @@ def test_reference_schedule_is_torch_cosine_driven_as_the_reference(
         rel=1e-12,
         abs=1e-15,
     )
-    factor = lr_factor(
+    factor = search_lr_factor(
         epochs=total,
         lr=lr,
         lr_min=lr_min,
@@ -84,7 +85,7 @@ def test_reference_schedule_numbers_of_the_darts_space_search():
     """25 + 25 epochs, lr 0.1 -> 0: the intended cosine gives 0.05 at epoch 25; the reference
     restarts there at 0.1 and follows 0.1 * (1 + cos(pi e / 50)), twice the cosine."""
     ref = reference_stage_lrs(epochs=50, lr=0.1, lr_min=0.0, warmup_epochs=0, stage_starts=[25])
-    intended = lr_factor(epochs=50, lr=0.1, lr_min=0.0)
+    intended = search_lr_factor(epochs=50, lr=0.1, lr_min=0.0)
     assert ref[:25] == pytest.approx([0.1 * intended(e) for e in range(25)], rel=1e-12)
     assert 0.1 * intended(25) == pytest.approx(0.05)
     assert ref[25] == 0.1

@@ -247,9 +247,11 @@ def test_candidates_include_none_and_none_can_win():
     for cell in net.cells:
         if not cell.reduction:
             _zero_out(cell.ops[target], ops.index("skip_connect"))
+    pt = PerturbationSelection(proj_intv=0)
+    projection = pt.attach(strategy)
     for e in range(14):  # every other normal edge decided: only `target` is left to project
         if e != target:
-            strategy.project_edge_to_op("normal", e, ops.index("sep_conv_3x3"))
+            projection.project_op("normal", e, ops.index("sep_conv_3x3"))
     teacher = strategy.arch_weights(sample=False)
     teacher["normal"][target] = 0.0  # the labels come from the network without that edge
     torch.manual_seed(1)
@@ -259,7 +261,7 @@ def test_candidates_include_none_and_none_can_win():
             x = torch.randn(64, 3, 8, 8)
             batches.append((x, net(x, teacher).argmax(1)))
     ctx = FakeContext(batches)
-    decision = PerturbationSelection(proj_intv=0).project_op(ctx, strategy, "normal")
+    decision = pt.project_op(ctx, strategy, "normal")
     assert decision["edge"] == target
     assert decision["candidates"] == list(ops)
     acc = dict(zip(decision["candidates"], decision["acc"]))

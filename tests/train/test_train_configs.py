@@ -6,7 +6,8 @@ import pytest
 
 from nas.cli.train import compose_config, group_options
 from nas.data import dataset_info
-from nas.train.loop import lr_factor, validate_config
+from nas.run.schedules import train_lr_factor
+from nas.train.loop import validate_config
 from nas.train.model import build_network, resolve_train_genotype
 
 
@@ -86,7 +87,7 @@ def test_darts_imagenet_recipe():
     )
     assert (cfg.model.darts.C, cfg.model.darts.layers, cfg.model.drop_path) == (48, 14, 0.0)
     assert cfg.data.color_jitter is True
-    f = lr_factor(schedule="step", epochs=250, lr=0.1, gamma=0.97)
+    f = train_lr_factor(schedule="step", epochs=250, lr=0.1, gamma=0.97)
     assert [f(e) for e in (0, 1, 2)] == pytest.approx([1.0, 0.97, 0.97**2])
 
 
@@ -97,7 +98,7 @@ def test_drnas_imagenet_recipe():
     assert (cfg.epochs, cfg.label_smoothing, o.weight_decay, cfg.genotype) == (
         250, 0.1, 3e-5, "DrNAS_imagenet"
     )  # fmt: skip
-    f = lr_factor(schedule="linear", epochs=250, lr=0.5, warmup_epochs=5)
+    f = train_lr_factor(schedule="linear", epochs=250, lr=0.5, warmup_epochs=5)
     # DrNAS adjust_lr: warm-up (e + 1) / 5, then (245 - e) / 245, gentler over the last 5 epochs
     assert [f(e) for e in range(6)] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0, 240 / 245])
     assert f(244) == pytest.approx(1 / 245) and f(249) == pytest.approx(1 / (245 * 5))
@@ -112,7 +113,7 @@ def test_robust_darts_recipe():
 
 def test_cosine_schedule_matches_the_reference():
     # DARTS train.py: CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch
-    f = lr_factor(schedule="cosine", epochs=600, lr=0.025)
+    f = train_lr_factor(schedule="cosine", epochs=600, lr=0.025)
     import math
 
     for e in (0, 1, 300, 599):

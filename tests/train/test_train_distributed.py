@@ -97,3 +97,56 @@ def test_batch_that_does_not_split_over_the_ranks_is_refused(tmp_path, nas_train
         ours[0],
     )
     assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_stopped_mid_epoch_on_one_process_resumes_on_two(
+    tmp_path, monkeypatch, nas_train, tiny, one_and_two, one_thread
+):
+    """A checkpoint written in the middle of an epoch counts global batches, so another world
+    size continues it on exactly the images not yet seen (training refused this before the run
+    skeleton). The stop is injected after step 6, the second of epoch 2 (as a SIGTERM would be
+    seen); steps 7 and 8 then run on two processes: the same images and learning rates, with
+    the per-rank batch-norm groups the module docstring bounds."""
+    from nas.cli.train import compose_config
+    from nas.run.signals import Preempted
+    from nas.train.loop import TrainRun
+
+    one, _, _ = one_and_two
+    run_dir = tmp_path / "moved"
+    run = TrainRun(compose_config([*tiny, *SAME]), run_dir)
+    real_step = TrainRun._train_step
+    calls = {"n": 0}
+
+    def step_then_request_stop(self, *args, **kwargs):
+        out = real_step(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 6:
+            self.stop.request()
+        return out
+
+    monkeypatch.setattr(TrainRun, "_train_step", step_then_request_stop)
+    with pytest.raises(Preempted):
+        run.run()
+    monkeypatch.undo()
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+    assert (state["epoch"], state["step_in_epoch"], state["world_size"]) == (1, 2, 1)
+    resumed = nas_train(run_dir, *SAME, "resume=true", nproc=2)
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = events(one), events(run_dir)
+    steps_a = [e for e in a if e["event"] == "step"]
+    steps_b = [e for e in b if e["event"] == "step"]
+    assert [e["step"] for e in steps_b] == list(range(1, 9))  # every step once
+    assert [e["lr"] for e in steps_b] == [e["lr"] for e in steps_a]
+    # steps 1-6 ran here, as the reference did: bit for bit; 7-8 on two processes
+    assert [e["train_loss"] for e in steps_b[:6]] == [e["train_loss"] for e in steps_a[:6]]
+    assert [e["train_loss"] for e in steps_b[6:]] == pytest.approx(
+        [e["train_loss"] for e in steps_a[6:]], rel=0.04
+    )
+    epochs_a = [e for e in a if e["event"] == "epoch"]
+    epochs_b = [e for e in b if e["event"] == "epoch"]
+    assert epochs_b[0]["train_loss"] == epochs_a[0]["train_loss"]
+    assert [e["lr"] for e in epochs_b] == [e["lr"] for e in epochs_a]
+    # epoch 2's means: rank 0 carried the sums of steps 5-6 and added both ranks' of 7-8
+    assert epochs_b[1]["train_loss"] == pytest.approx(epochs_a[1]["train_loss"], rel=0.02)
+    final = json.loads((run_dir / "results.json").read_text())
+    assert (final["world_size"], final["per_rank_batch"]) == (2, 16)

@@ -9,9 +9,10 @@ import torch
 from torch.utils.data import TensorDataset
 
 from nas import distributed as D
+from nas.run.schedules import drop_path_prob, train_lr_factor
 from nas.train import EMA, TrainError, build_network, resolve_train_genotype
 from nas.train.data import ResumableDistributedSampler, ShardSampler
-from nas.train.loop import drop_path_prob, lr_factor, per_rank_batch
+from nas.train.loop import per_rank_batch
 from nas.train.model import unused_parameters
 from search_spaces import published_genotype
 from search_spaces.nb201 import arch_to_index
@@ -103,14 +104,14 @@ def test_test_set_shards_count_every_image_once():
 
 
 def test_schedules_and_drop_path_ramp():
-    f = lr_factor(schedule="cosine", epochs=4, lr=0.1, lr_min=0.0, warmup_epochs=2)
+    f = train_lr_factor(schedule="cosine", epochs=4, lr=0.1, lr_min=0.0, warmup_epochs=2)
     # warm-up (e + 1) / 2 replaces the first two epochs, then the cosine at epochs 2 and 3
     assert [f(e) for e in range(4)] == pytest.approx([0.5, 1.0, 0.5, (1 - 2**-0.5) / 2])
     assert [drop_path_prob(0.2, e, 600) for e in (0, 300, 599)] == pytest.approx(
         [0, 0.1, 0.2 * 599 / 600]
     )
     with pytest.raises(ValueError, match="optimizer.schedule must be one of"):
-        lr_factor(schedule="exp", epochs=3, lr=0.1)
+        train_lr_factor(schedule="exp", epochs=3, lr=0.1)
 
 
 def test_ema_follows_the_weights():

@@ -1,0 +1,179 @@
+"""Checkpoints of a whole run: the checkpointer, atomic saves, and the RNG states of a resume.
+
+Run skeleton (``nas.run``), shared by the search and the training loop (as torchtitan's
+``CheckpointManager`` and timm's ``CheckpointSaver``, reduced to what a run here needs). A loop
+registers its stateful objects (model, optimisers, schedule, strategy, selector, EMA, ...) with
+a ``Checkpointer`` under the keys of the checkpoint; ``save`` gathers every rank's RNG states,
+and rank 0 writes the state of every object plus the run's counters through
+``nas.run.disk.atomic_write`` (a temporary file renamed over the old one), so a run killed at
+any moment leaves the old or the new checkpoint, never a torn one; ``load`` gives each object
+its part back, in the order of registration, and turns a part that does not fit into one line.
+Loading a file names the file and what was wrong in one line.
+"""
+
+from __future__ import annotations
+
+import random
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nas import distributed as D
+from nas.run.disk import atomic_write
+
+# 2: the run skeleton's layout (one RNG entry per rank; projections with the selector)
+CHECKPOINT_VERSION = 2
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable, or of another kind of run."""
+
+
+def atomic_save(obj: Any, path: str | Path) -> None:
+    """``torch.save`` to ``path`` through ``nas.run.disk.atomic_write``."""
+    atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def load_checkpoint(path: str | Path, *, kind: str) -> dict[str, Any]:
+    """Load a checkpoint written by this toolkit for a run of ``kind`` ("search", "train")."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}; expected a file written by nas-{kind}")
+    try:
+        # Our checkpoints hold numpy RNG states and plain containers besides tensors.
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, TypeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or truncated ({reason}); expected a file written "
+            f"by nas-{kind}"
+        ) from None
+    if not isinstance(state, dict) or state.get("kind") != kind:
+        found = state.get("kind") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"checkpoint {path} is not a nas-{kind} checkpoint (found {found!r})")
+    if state.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} has format version {state.get('version')!r}; this toolkit "
+            f"reads version {CHECKPOINT_VERSION}"
+        )
+    return state
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG state that a step can consume: Python, NumPy, torch (CPU and CUDA)."""
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch from one integer."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    save: Callable[[], Any]
+    load: Callable[[Any], None]
+
+
+class Checkpointer:
+    """The checkpoint of one run at ``path``: registered stateful objects plus counters.
+
+    ``register(key, obj)`` adds an object with ``state_dict`` / ``load_state_dict`` (or a
+    ``save`` / ``load`` pair of functions) under ``key``; ``save(counters)`` writes them all
+    (every rank calls it: the RNG states of all ranks travel to rank 0, which alone writes;
+    ``copies`` are further files that get the same state, e.g. ``best.pt``); ``load(state)``
+    gives each object its part back in the order of registration (which matters: DrNAS's
+    strategy reshapes the supernet before the supernet's weights can load). A part that does
+    not fit (shapes, missing keys) raises ``error`` with one line naming the checkpoint and
+    ``what`` it had to fit."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        kind: str,
+        env: D.DistEnv,
+        error: type[Exception],
+        what: str,
+    ) -> None:
+        self.path = path
+        self.kind = kind
+        self.env = env
+        self.error = error
+        self.what = what
+        self._entries: dict[str, _Entry] = {}
+
+    def register(
+        self,
+        key: str,
+        obj: Any = None,
+        *,
+        save: Callable[[], Any] | None = None,
+        load: Callable[[Any], None] | None = None,
+    ) -> None:
+        if key in self._entries:
+            raise ValueError(f"checkpoint key {key!r} is registered twice")
+        if obj is not None:
+            save, load = obj.state_dict, obj.load_state_dict
+        assert save is not None and load is not None, "register an object or save and load"
+        self._entries[key] = _Entry(save, load)
+
+    def save(self, counters: dict[str, Any], *, copies: Sequence[Path] = ()) -> None:
+        """Write the checkpoint (all ranks call this; rank 0 writes; all wait for the file)."""
+        rngs = D.all_gather_object(rng_state()) if self.env.distributed else [rng_state()]
+        if self.env.is_main:
+            state: dict[str, Any] = {
+                "kind": self.kind,
+                "version": CHECKPOINT_VERSION,
+                **counters,
+                **{key: entry.save() for key, entry in self._entries.items()},
+                "rng": rngs,  # one entry per rank
+                "world_size": self.env.world_size,
+            }
+            for path in (self.path, *copies):
+                atomic_save(state, path)
+        D.barrier()  # the file is complete before any rank goes on (or exits)
+
+    def load(self, state: dict[str, Any], *, skip: Sequence[str] = ()) -> None:
+        """Give every registered object (but those in ``skip``) its part of ``state``."""
+        try:
+            for key, entry in self._entries.items():
+                if key not in skip:
+                    entry.load(state[key])
+        except (RuntimeError, KeyError, ValueError) as e:
+            reason = str(e).splitlines()[0]
+            raise self.error(
+                f"checkpoint {self.path} does not fit {self.what} ({reason}); resume with the "
+                "run's own config"
+            ) from None
+
+    def rank_rng(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The RNG states this rank continues a mid-epoch checkpoint with: its own at the world
+        size of the checkpoint; at another world size rank 0's for every rank (the data order,
+        the augmentation of the search and DrNAS's samples have seeds of their own; what reads
+        the global generators, e.g. S4's noise or training's augmentation, then draws other
+        numbers than an uninterrupted run of either world size would)."""
+        per_rank: list[dict[str, Any]] = state["rng"]
+        return per_rank[self.env.rank] if len(per_rank) == self.env.world_size else per_rank[0]

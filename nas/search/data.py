@@ -1,0 +1,192 @@
+"""The search data: the two splits of the training set, read resumably at any world size.
+
+Third stage of the pipeline (``nas.search``). The reference ``train_search.py`` of DARTS (Liu
+et al., ICLR 2019) splits the training set by index into a weight half and an architecture half
+(DrNAS / PC-DARTS take per-class subsets of ImageNet instead; an image folder may bring its own
+held-out folder). Each split is read by an ``EpochSampler``: the order of an epoch is a pure
+function of (seed, epoch, split), each image's augmentation comes from a seed of its own
+position in that order (``SeededItems``), and every rank takes a contiguous share of each global
+batch, so an epoch is the same whatever the number of processes and wherever a resumed run
+restarts it (the seed streams: ``nas.run.seeds``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
+
+from nas import distributed as D
+from nas.data import build_dataset, imagenet_search_subsets, search_split, train_transform
+from nas.data.loaders import seed_worker
+from nas.run.seeds import LOADER_START_STRIDE, LOADER_WORKERS, stream_seed
+
+
+def search_data(data: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
+    """(weight split, architecture split) of the training set, with training augmentation."""
+    name = str(data.name)
+    transform = train_transform(
+        name,
+        cutout=int(data.get("cutout", 0) or 0),
+        color_jitter=bool(data.get("color_jitter", True)),
+        image_size=data.get("image_size"),
+    )
+    train_set = build_dataset(
+        name,
+        root=data.get("root"),
+        train=True,
+        transform=transform,
+        download=bool(data.get("download", False)),
+    )
+    max_items = data.get("max_items")
+    if max_items is not None:  # the first N images only: smoke tests, tiny studies
+        if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 2:
+            raise ValueError(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
+        train_set = Subset(train_set, range(min(max_items, len(train_set))))  # type: ignore[arg-type]
+    if data.get("val_root"):  # an image folder's held-out folder: the architecture split
+        arch_set = build_dataset(
+            name, root=data.root, val_root=data.val_root, train=False, transform=transform
+        )
+        return train_set, arch_set
+    if name == "imagenet":  # DrNAS / PC-DARTS: per-class subsets, not halves
+        return imagenet_search_subsets(
+            train_set,
+            weight_fraction=float(data.get("weight_fraction", 0.1)),
+            arch_fraction=float(data.get("arch_fraction", 0.025)),
+            # the subsets are a property of the data, not of the run: every seed searches
+            # on the same images (DrNAS sampled them once, offline)
+            seed=int(data.get("subset_seed", 0)),
+        )
+    return search_split(train_set, train_portion=float(data.train_portion))
+
+
+class EpochSampler(Sampler[list[tuple[int, int]]]):
+    """This rank's share of every global batch of an epoch, as ``(index, augmentation seed)``.
+
+    The order of an epoch is a permutation fixed by (seed, epoch, stream), the same on every
+    rank; global batch b is positions [b * B, (b + 1) * B) of it, split into ``world_size``
+    contiguous shares (sizes differ by at most one: ``torch.tensor_split``). Every position
+    carries its own augmentation seed, so an image looks the same whoever loads it. A final
+    global batch with fewer than ``min_batch`` images (one per micro-batch of every rank) is
+    left out. ``set_epoch(epoch, start_batch)`` starts anywhere in an epoch."""
+
+    def __init__(
+        self,
+        num_items: int,
+        *,
+        seed: int,
+        batch_size: int,
+        stream: int,
+        rank: int = 0,
+        world_size: int = 1,
+        min_batch: int = 1,
+    ) -> None:
+        self.num_items = num_items
+        self.seed = seed
+        self.batch_size = batch_size
+        self.stream = stream
+        self.rank = rank
+        self.world_size = world_size
+        self.min_batch = min_batch
+        self.epoch = 0
+        self.start_batch = 0
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.epoch = epoch
+        self.start_batch = start_batch
+
+    @property
+    def num_batches(self) -> int:
+        """Global batches in a whole epoch."""
+        full, rest = divmod(self.num_items, self.batch_size)
+        return full + (1 if rest >= self.min_batch else 0)
+
+    def global_size(self, batch: int) -> int:
+        return min(self.batch_size, self.num_items - batch * self.batch_size)
+
+    def global_sizes(self) -> list[int]:
+        """Images in each global batch that ``__iter__`` yields a share of."""
+        return [self.global_size(b) for b in range(self.start_batch, self.num_batches)]
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        g = torch.Generator().manual_seed(stream_seed(self.seed, self.epoch, self.stream))
+        order = torch.randperm(self.num_items, generator=g)
+        item_seeds = torch.randint(2**62, (self.num_items,), generator=g)
+        for b in range(self.start_batch, self.num_batches):
+            positions = torch.arange(b * self.batch_size, b * self.batch_size + self.global_size(b))
+            mine = torch.tensor_split(positions, self.world_size)[self.rank]
+            yield list(zip(order[mine].tolist(), item_seeds[mine].tolist()))
+
+    def __len__(self) -> int:
+        return max(0, self.num_batches - self.start_batch)
+
+
+class SeededItems(Dataset[Any]):
+    """``dataset`` read with ``(index, seed)`` keys: torch's generator is seeded with ``seed``
+    while the item is loaded (torchvision's random transforms and our cutout draw from it), so
+    an image's augmentation depends on its position in the epoch only, not on the rank, the
+    data-loader worker or where a resumed run restarted."""
+
+    def __init__(self, dataset: Dataset[Any]) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, key: tuple[int, int]) -> Any:
+        index, seed = key
+        # the CPU generator only (torch.manual_seed would also reseed CUDA: 85 us per image)
+        generator = torch.default_generator
+        saved = generator.get_state()
+        generator.manual_seed(seed)
+        try:
+            return self.dataset[index]
+        finally:
+            generator.set_state(saved)
+
+
+def epoch_loader(
+    dataset: Dataset[Any], cfg: DictConfig, stream: int, env: D.DistEnv, min_batch: int
+) -> DataLoader[Any]:
+    """The loader of one split: ``EpochSampler`` batches of ``SeededItems``."""
+    sampler = EpochSampler(
+        len(dataset),  # type: ignore[arg-type]
+        seed=int(cfg.seed),
+        batch_size=int(cfg.batch_size),
+        stream=stream,
+        rank=env.rank,
+        world_size=env.world_size,
+        min_batch=min_batch,
+    )
+    return DataLoader(
+        SeededItems(dataset),
+        batch_sampler=sampler,
+        num_workers=int(cfg.data.num_workers),
+        pin_memory=bool(cfg.data.pin_memory) and torch.cuda.is_available(),
+        worker_init_fn=seed_worker,
+        generator=torch.Generator(),
+    )
+
+
+def epoch_sampler(loader: DataLoader[Any]) -> EpochSampler:
+    sampler = loader.batch_sampler
+    assert isinstance(sampler, EpochSampler)
+    return sampler
+
+
+def start_epoch(
+    loader: DataLoader[Any], seed: int, epoch: int, start_batch: int, stream: int
+) -> Iterator[tuple[Any, int]]:
+    """This rank's shares of the epoch's global batches from ``start_batch`` on, each with the
+    size of its global batch."""
+    sampler = epoch_sampler(loader)
+    sampler.set_epoch(epoch, start_batch)
+    assert loader.generator is not None
+    # Worker seeds derive from this generator: fix them by (seed, epoch, position).
+    loader.generator.manual_seed(
+        stream_seed(seed, epoch, LOADER_WORKERS + stream + LOADER_START_STRIDE * start_batch)
+    )
+    return zip(iter(loader), sampler.global_sizes())
