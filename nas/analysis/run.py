@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from nas.choices import target_name
 from search_spaces.genotype import AnyGenotype, genotype_from_json, parse_genotype
 from search_spaces.space import SPACE_NAMES, Space, get_space
 
@@ -124,12 +125,17 @@ class RunData:
 
     @property
     def strategy(self) -> str | None:
-        name = self._cfg("search", "name") or (self.record or {}).get("strategy")
+        # configs written before plug-ins were named by their files carry a ``name`` key
+        name = (self.record or {}).get("strategy") or self._cfg("search", "name")
+        if name is None and self.config is not None:
+            name = target_name(self.config, "search") or None
         return str(name) if name is not None else None
 
     @property
     def selector(self) -> str | None:
-        name = self._cfg("selection", "name") or (self.record or {}).get("selector")
+        name = (self.record or {}).get("selector") or self._cfg("selection", "name")
+        if name is None and self.config is not None:
+            name = target_name(self.config, "selection") or None
         if name is None and self.pt_decisions:
             name = "pt"
         return str(name) if name is not None else None

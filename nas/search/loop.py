@@ -52,6 +52,7 @@ from nas.checkpoint import (
     seed_everything,
     set_rng_state,
 )
+from nas.choices import plugin_name
 from nas.data import (
     build_dataset,
     dataset_info,
@@ -61,13 +62,14 @@ from nas.data import (
 )
 from nas.data.loaders import seed_worker
 from nas.metrics import MetricLogger
+from nas.plugins import PluginError, build_selector, build_strategy
 from nas.progress import Progress, start_line
 from nas.run.config import SEARCH_NEUTRAL_KEYS, SEARCH_NEUTRAL_WORDS, validate_search_config
 from nas.run.disk import atomic_write_text
 from nas.run.resume import check_epochs, check_same_config, follow_new_schedule
 from nas.run.signals import Preempted, StopSignals
-from nas.search.base import STRATEGIES, Batch, SearchContext, SearchStrategy, Shards
-from nas.selection.base import SELECTORS, Selector
+from nas.search.base import Batch, SearchContext, SearchStrategy, Shards
+from nas.selection.base import Selector
 from nas.supernet import Supernet, build_supernet
 from search_spaces.genotype import AnyGenotype, NB201Genotype
 from search_spaces.nb201 import arch_to_index
@@ -409,6 +411,8 @@ class SearchRun:
                     weight_optimizer=self.weight_optimizer,
                     grad_clip=float(opt_cfg.grad_clip),
                     autocast_dtype=_autocast_dtype(cfg.get("amp"), self.device),
+                    epochs=self.epochs,
+                    steps_per_epoch=_sampler(self.train_loader).num_batches,
                 ),
                 generator=torch.Generator().manual_seed(self.seed),
             )
@@ -481,40 +485,16 @@ class SearchRun:
         return search_split(train_set, train_portion=float(data.train_portion))
 
     def _build_strategy(self) -> SearchStrategy:
-        from hydra.utils import instantiate
-
-        name = str(self.cfg.search.get("name", ""))
-        if name not in STRATEGIES:
-            raise SearchError(
-                f"unknown search strategy {name!r}; expected one of {', '.join(STRATEGIES.names())}"
-            )
         try:
-            strategy = instantiate(_without_name(self.cfg.search), _convert_="all")
-        except Exception as e:  # Hydra wraps constructor errors; report the cause's line
-            cause = e.__cause__ or e
-            raise SearchError(str(cause).splitlines()[0]) from None
-        if not isinstance(strategy, SearchStrategy):
-            raise SearchError(
-                f"search._target_ built {type(strategy).__name__}, not a SearchStrategy"
-            )
-        return strategy
+            return build_strategy(self.cfg)
+        except PluginError as e:
+            raise SearchError(str(e)) from e.__cause__
 
     def _build_selector(self) -> Selector:
-        from hydra.utils import instantiate
-
-        name = str(self.cfg.selection.get("name", ""))
-        if name not in SELECTORS:
-            raise SearchError(
-                f"unknown selector {name!r}; expected one of {', '.join(SELECTORS.names())}"
-            )
         try:
-            selector = instantiate(_without_name(self.cfg.selection), _convert_="all")
-        except Exception as e:
-            cause = e.__cause__ or e
-            raise SearchError(str(cause).splitlines()[0]) from None
-        if not isinstance(selector, Selector):
-            raise SearchError(f"selection._target_ built {type(selector).__name__}, not a Selector")
-        return selector
+            return build_selector(self.cfg)
+        except PluginError as e:
+            raise SearchError(str(e)) from e.__cause__
 
     # ----------------------------------------------------------------------- checkpoints
 
@@ -574,10 +554,13 @@ class SearchRun:
             )
         if int(old["epochs"]) == self.epochs:
             return
-        if state.get("phase", "search") != "search" and str(self.cfg.selection.name) != "argmax":
+        if (
+            state.get("phase", "search") != "search"
+            and plugin_name(self.cfg, "selection") != "argmax"
+        ):
             raise ValueError(
                 f"epochs={self.epochs}, but the search in checkpoint {self.ckpt_path} has ended "
-                f"and its {self.cfg.selection.name} selection begun; resume with "
+                f"and its {plugin_name(self.cfg, 'selection')} selection begun; resume with "
                 f"epochs={old['epochs']}"
             )
         opt = self.cfg.optimizer
@@ -716,14 +699,15 @@ class SearchRun:
         return SearchResult(genotype, self.run_dir, self._final)
 
     def _start_line(self) -> str:
-        keys = ["space.name", "space.C", "space.layers", "search.name", "search.order",
-                "selection.name", "data.name", "data.max_items", "epochs", "batch_size",
-                "seed"]  # fmt: skip
+        keys = ["space.name", "space.C", "space.layers", "search.order", "data.name",
+                "data.max_items", "epochs", "batch_size", "seed"]  # fmt: skip
         return start_line(
             "nas-search",
             self.run_dir,
             self.cfg,
             keys,
+            search=plugin_name(self.cfg, "search"),
+            selection=plugin_name(self.cfg, "selection"),
             device=self.device,
             processes=self.env.world_size,
             resumed_at_epoch=self.epoch if self.global_step else None,
@@ -1020,8 +1004,8 @@ class SearchRun:
                 "space": str(self.cfg.space.name),
                 "genotype": genotype.to_json(),
                 "text": str(genotype),
-                "selector": str(self.cfg.selection.name),
-                "strategy": str(self.cfg.search.name),
+                "selector": plugin_name(self.cfg, "selection"),
+                "strategy": plugin_name(self.cfg, "search"),
                 "world_size": self.env.world_size,
             }
             if isinstance(genotype, NB201Genotype):
@@ -1077,13 +1061,6 @@ def _batches(loader: DataLoader[Any], run: SearchRun) -> Iterator[Batch]:
     it = _start_epoch(loader, run.seed, 2 * 10**6, 0, 3)
     for batch, size in it:
         yield from run._shards(batch, size).parts
-
-
-def _without_name(node: DictConfig) -> DictConfig:
-    """A plug-in config without its registry key ``name`` (not a constructor argument)."""
-    out = OmegaConf.create({k: v for k, v in node.items() if k != "name"})
-    assert isinstance(out, DictConfig)
-    return out
 
 
 def run_search(cfg: DictConfig, run_dir: str | Path) -> SearchResult:
