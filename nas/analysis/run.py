@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from nas.choices import target_name
 from search_spaces.genotype import AnyGenotype, genotype_from_json, parse_genotype
@@ -53,8 +54,6 @@ def read_config(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return {}
-    from omegaconf import OmegaConf
-
     try:
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception:  # a torn or hand-edited file: analysis goes on without it
@@ -269,7 +268,7 @@ def load_checkpoint_arch(path: str | Path) -> dict[str, dict[str, np.ndarray]]:
     path = Path(path)
     if not path.is_file():
         return out
-    import torch
+    import torch  # only to read a checkpoint: nas.analysis itself runs without torch
 
     try:
         try:  # mmap: only the few tensors read here are paged in, even for a big supernet
