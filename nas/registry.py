@@ -1,7 +1,9 @@
 """Name -> class registries for the toolkit's plug-ins (strategies, selectors, datasets).
 
-A new algorithm is one file that registers itself plus one config file whose stem is the
-registry key. Registering the same name twice is a bug and raises at import time.
+Datasets and proxies are found by name here. Strategies and selectors register too, as a
+catalogue of the toolkit's own (``STRATEGIES``, ``SELECTORS``), but a run builds them from
+their config's ``_target_`` (``nas.plugins``), so a plug-in of one's own needs no registration.
+Registering the same name twice is a bug and raises at import time.
 """
 
 from __future__ import annotations

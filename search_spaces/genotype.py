@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from search_spaces.op_names import OP_NAMES as OPS
 from search_spaces.space import Space, get_space
@@ -62,6 +62,11 @@ class DartsGenotype:
     reduce_concat: tuple[int, ...]
     concat_as_range: bool = field(default=False, compare=False)
 
+    family: ClassVar[str] = "darts"
+    cell_types: ClassVar[tuple[str, ...]] = ("normal", "reduce")
+    input_nodes: ClassVar[tuple[int, ...]] = (0, 1)  # c_{k-2}, c_{k-1}
+    keeps_every_edge: ClassVar[bool] = False  # two inputs per node; never a `none` op
+
     def __post_init__(self) -> None:
         for cell in ("normal", "reduce"):
             object.__setattr__(self, cell, _freeze_pairs(getattr(self, cell), f"{cell} cell"))
@@ -82,6 +87,30 @@ class DartsGenotype:
     def concat(self, cell_type: str) -> tuple[int, ...]:
         self.cell(cell_type)
         return self.normal_concat if cell_type == "normal" else self.reduce_concat
+
+    def edges(self, cell_type: str) -> list[tuple[str, int, int]]:
+        """The kept edges ``(op, src, dst)`` of a cell, node indices as in the space's edges
+        (two per intermediate node, node ``2 + k // 2`` for pair ``k``)."""
+        return [(op, idx, 2 + k // 2) for k, (op, idx) in enumerate(self.cell(cell_type))]
+
+    def output_nodes(self, cell_type: str) -> tuple[int, ...]:
+        """The nodes the cell's output concatenates."""
+        return self.concat(cell_type)
+
+    def drawing(
+        self, cell_type: str
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
+        """``(nodes, edges)`` of the cell as drawn: nodes ``(label, kind)`` with kind input /
+        node / output, edges ``(src label, dst label, op)``; ``op`` None: the output concat."""
+        pairs = self.cell(cell_type)
+        steps = len(pairs) // 2
+        names = ["c_{k-2}", "c_{k-1}", *(str(i) for i in range(steps)), "c_{k}"]
+        kinds = ["input", "input", *(["node"] * steps), "output"]
+        edges: list[tuple[str, str, str | None]] = [
+            (names[idx], names[2 + i // 2], op) for i, (op, idx) in enumerate(pairs)
+        ]
+        edges += [(names[c], names[-1], None) for c in self.concat(cell_type)]
+        return list(zip(names, kinds)), edges
 
     def validate(self, space: Space | None = None) -> None:
         """Check structure (and, given a space, that every op is allowed on its edge)."""
@@ -155,6 +184,11 @@ class NB201Genotype:
 
     nodes: tuple[tuple[OpInput, ...], ...]
 
+    family: ClassVar[str] = "nb201"
+    cell_types: ClassVar[tuple[str, ...]] = ("cell",)
+    input_nodes: ClassVar[tuple[int, ...]] = (0,)
+    keeps_every_edge: ClassVar[bool] = True  # every edge, `none` an op like the others
+
     def __post_init__(self) -> None:
         object.__setattr__(
             self,
@@ -195,6 +229,32 @@ class NB201Genotype:
     def ops(self) -> tuple[str, ...]:
         """The op of every edge in edge order (1<-0, 2<-0, 2<-1, 3<-0, 3<-1, 3<-2)."""
         return tuple(op for node in self.nodes for op, _ in node)
+
+    def _check_cell_type(self, cell_type: str) -> None:
+        if cell_type != "cell":
+            raise ValueError(f"an NB201 genotype has one cell type 'cell', not {cell_type!r}")
+
+    def edges(self, cell_type: str = "cell") -> list[tuple[str, int, int]]:
+        """The edges ``(op, src, dst)`` of the cell (all six; ``none`` ones included)."""
+        self._check_cell_type(cell_type)
+        return [(op, i, j) for j, node in enumerate(self.nodes, 1) for op, i in node]
+
+    def output_nodes(self, cell_type: str = "cell") -> tuple[int, ...]:
+        """The node that is the cell's output (the last)."""
+        self._check_cell_type(cell_type)
+        return (len(self.nodes),)
+
+    def drawing(
+        self, cell_type: str = "cell"
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
+        """``(nodes, edges)`` of the cell as drawn (see ``DartsGenotype.drawing``)."""
+        self._check_cell_type(cell_type)
+        names = [str(i) for i in range(len(self.nodes) + 1)]
+        kinds = ["input", *(["node"] * (len(self.nodes) - 1)), "output"]
+        edges: list[tuple[str, str, str | None]] = [
+            (names[i], names[j], op) for op, i, j in self.edges()
+        ]
+        return list(zip(names, kinds)), edges
 
     @classmethod
     def from_ops(cls, ops: Sequence[str]) -> NB201Genotype:

@@ -97,6 +97,14 @@ class Space:
         return tuple(self.cells)
 
     @property
+    def selects_inputs(self) -> bool:
+        """Whether a discrete cell keeps only some inputs per node (DARTS: 2), so that
+        selection chooses a topology besides the ops, and ``none`` is never an op of a derived
+        cell (an edge is dropped by the topology choice); otherwise (NB201) every edge stays
+        and ``none`` is an op like the others."""
+        return any(c.inputs_per_node is not None for c in self.cells.values())
+
+    @property
     def ops(self) -> tuple[str, ...]:
         """Every operation that appears anywhere in the space, in first-seen order."""
         seen: dict[str, None] = {}

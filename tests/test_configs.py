@@ -1,14 +1,15 @@
-"""Every config file composes, and every plug-in config instantiates its registered class."""
+"""Every config composes, and every plug-in config instantiates its class, named by its file."""
 
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
+from nas.choices import plugin_name
 from nas.cli.search import CONFIG_DIR
 from nas.data import DATASETS
-from nas.pipeline.search import _without_name, validate_config
+from nas.pipeline.search import validate_config
+from nas.plugins import build_selector, build_strategy
 from nas.search import STRATEGIES, SearchStrategy
 from nas.selection import SELECTORS, Selector
 from search_spaces import SPACE_NAMES
@@ -26,7 +27,8 @@ def _compose(*overrides: str):
 def test_defaults_are_the_quickstart():
     cfg = _compose()
     assert cfg.data.name == "cifar10-mini" and cfg.space.name == "nb201"
-    assert cfg.search.name == "darts" and cfg.selection.name == "argmax"
+    assert plugin_name(cfg, "search") == "darts" and plugin_name(cfg, "selection") == "argmax"
+    assert cfg.name == "nb201-darts"  # the run folder: <space>-<strategy>
     validate_config(cfg)
 
 
@@ -39,17 +41,19 @@ def test_space_configs(space):
 @pytest.mark.parametrize("search", _options("search"))
 def test_search_configs_instantiate_their_strategy(search):
     cfg = _compose(f"search={search}")
-    strategy = instantiate(_without_name(cfg.search), _convert_="all")
+    strategy = build_strategy(cfg)
     assert isinstance(strategy, SearchStrategy)
-    assert type(strategy) is STRATEGIES.get(cfg.search.name)
+    assert plugin_name(cfg, "search") == search
+    assert type(strategy) is STRATEGIES.get(search)
 
 
 @pytest.mark.parametrize("selection", _options("selection"))
 def test_selection_configs_instantiate_their_selector(selection):
     cfg = _compose(f"selection={selection}")
-    selector = instantiate(_without_name(cfg.selection), _convert_="all")
+    selector = build_selector(cfg)
     assert isinstance(selector, Selector)
-    assert type(selector) is SELECTORS.get(cfg.selection.name)
+    assert plugin_name(cfg, "selection") == selection
+    assert type(selector) is SELECTORS.get(selection)
 
 
 @pytest.mark.parametrize("data", _options("data"))
@@ -63,7 +67,7 @@ def test_data_configs_name_registered_datasets(data):
 def test_experiment_configs_compose_and_validate(experiment):
     cfg = _compose(f"experiment={experiment}")
     validate_config(cfg)
-    strategy = instantiate(_without_name(cfg.search), _convert_="all")
+    strategy = build_strategy(cfg)
     assert cfg.name == experiment
     if strategy.total_epochs is not None:
         assert strategy.total_epochs == cfg.epochs
@@ -101,5 +105,5 @@ def test_reference_settings_of_the_fidelity_review():
     cfg = _compose("experiment=drnas_imagenet")
     assert cfg.search.arch_grad_clip == 5.0  # train_search_imagenet.py clips arch grads to 5
     assert cfg.optimizer.stage_lr == "cosine"  # the intended schedule; `reference` on request
-    selector = instantiate(_without_name(_compose("experiment=pt_darts_cifar10").selection))
+    selector = build_selector(_compose("experiment=pt_darts_cifar10"))
     assert selector.tune_lr_schedule == "constant" and selector.tune_lr_factor == 0.1

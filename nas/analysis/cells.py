@@ -43,34 +43,16 @@ class CellGraph:
 
 def cell_types(genotype: AnyGenotype) -> tuple[str, ...]:
     """The cell types a genotype defines: ``("normal", "reduce")`` or ``("cell",)``."""
-    return ("cell",) if isinstance(genotype, NB201Genotype) else ("normal", "reduce")
+    return tuple(genotype.cell_types)
 
 
 def cell_graph(genotype: AnyGenotype, cell_type: str | None = None) -> CellGraph:
     """The graph of ``cell_type`` (default: the first) of a genotype."""
-    if isinstance(genotype, NB201Genotype):
-        if cell_type not in (None, "cell"):
-            raise ValueError(f"an NB201 genotype has one cell type 'cell', not {cell_type!r}")
-        names = ["0", "1", "2", "3"]
-        kinds = ["input", "node", "node", "output"]
-        edges = [
-            (names[i], names[j], op)
-            for j, node in enumerate(genotype.nodes, start=1)
-            for op, i in node
-        ]
-        return CellGraph("nb201", "cell", tuple(zip(names, kinds)), tuple(edges))
-    if not isinstance(genotype, DartsGenotype):
+    if not isinstance(genotype, (DartsGenotype, NB201Genotype)):
         raise ValueError(f"expected a genotype, got {type(genotype).__name__}")
-    ct = cell_type or "normal"
-    pairs = genotype.cell(ct)
-    steps = len(pairs) // 2
-    names = ["c_{k-2}", "c_{k-1}", *(str(i) for i in range(steps)), "c_{k}"]
-    kinds = ["input", "input", *(["node"] * steps), "output"]
-    darts_edges: list[tuple[str, str, str | None]] = [
-        (names[idx], names[2 + i // 2], op) for i, (op, idx) in enumerate(pairs)
-    ]
-    darts_edges += [(names[c], names[-1], None) for c in genotype.concat(ct)]
-    return CellGraph("darts", ct, tuple(zip(names, kinds)), tuple(darts_edges))
+    ct = cell_type or genotype.cell_types[0]
+    nodes, edges = genotype.drawing(ct)
+    return CellGraph(genotype.family, ct, tuple(nodes), tuple(edges))
 
 
 # ------------------------------------------------------------------------------- graphviz
@@ -204,8 +186,8 @@ def _curvature(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 def draw_cell(graph: CellGraph, ax: Axes, *, title: str | None = None) -> None:
     """Draw a cell graph on matplotlib axes (a layered left-to-right layout)."""
-    from matplotlib.patches import Circle, FancyArrowPatch
-    from matplotlib.path import Path as MplPath
+    from matplotlib.patches import Circle, FancyArrowPatch  # optional, heavy: on first use
+    from matplotlib.path import Path as MplPath  # optional, heavy: on first use
 
     pos = _layout(graph)
     radius = 0.36

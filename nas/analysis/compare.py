@@ -64,7 +64,7 @@ def skip_connect_trajectory(run: RunData, cell_type: str | None = None) -> dict[
 def plot_collapse(runs: Sequence[RunData], *, title: str | None = None) -> Figure:
     """One line per run: share of edges won by ``skip_connect``, its mean weight, and the
     weights' entropy, over the epochs (normal cell / NB201 cell)."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
     fig = new_figure(13.0, 3.6)
     axes = fig.subplots(1, 3)
@@ -114,7 +114,7 @@ def plot_search_curves(
             xs, ys = run.series(key)
             if xs:
                 ax.plot(xs, ys, marker="o", markersize=3, label=run.label)
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
     for ax, key in zip(axes, keys):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

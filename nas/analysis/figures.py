@@ -172,7 +172,7 @@ def write_run_figures(
 
 def add_images_to_tensorboard(tb_writer: Any, paths: list[Path], *, step: int) -> None:
     """Add PNG files to TensorBoard as images ``figures/<stem>`` (RGB, HWC)."""
-    from matplotlib.image import imread
+    from matplotlib.image import imread  # optional, heavy: on first use
 
     for path in paths:
         if path.suffix.lower() != ".png":

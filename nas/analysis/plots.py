@@ -38,6 +38,8 @@ from nas.analysis.style import (
     op_short,
     suptitle,
 )
+from nas.bench import NB201, SEARCH_LOG_KEYS, search_log_entry
+from nas.bench.search_log import default_bench
 from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
 from search_spaces.space import CellSpace, Space
 
@@ -52,13 +54,11 @@ def selected_ops(genotype: AnyGenotype | None, cell: CellSpace, cell_type: str) 
     if genotype is None:
         return out
     try:
-        if isinstance(genotype, NB201Genotype):
-            pairs = [(op, i, j) for j, node in enumerate(genotype.nodes, start=1) for op, i in node]
-        elif isinstance(genotype, DartsGenotype):
-            pairs = [(op, idx, 2 + k // 2) for k, (op, idx) in enumerate(genotype.cell(cell_type))]
-        else:
+        if not isinstance(genotype, (DartsGenotype, NB201Genotype)):
             return out
-        for op, src, dst in pairs:
+        if cell_type not in genotype.cell_types:  # NB201: its one cell, whatever the name
+            cell_type = genotype.cell_types[0]
+        for op, src, dst in genotype.edges(cell_type):
             edge = cell.edge(src, dst)
             if op in edge.ops:
                 out[edge.index] = edge.ops.index(op)
@@ -107,7 +107,7 @@ def _annotate_grid(image: Any, values: np.ndarray, fmt: str, *, texts: Any = Non
 
 
 def _box(ax: Axes, row: int, col: int, color: str = "#ff2d2d") -> None:
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Rectangle  # optional, heavy: on first use
 
     ax.add_patch(
         Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, edgecolor=color, linewidth=2.2)
@@ -191,8 +191,8 @@ def plot_weight_trajectories(
 ) -> Figure:
     """One panel per edge (row: the node it feeds, column: its input), one line per op; the
     panels share their axes (the weights' range, so that small moves stay visible)."""
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.lines import Line2D  # optional, heavy: on first use
+    from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
     w = np.asarray(weights_TEO, dtype=float)
     if w.ndim != 3:
@@ -321,7 +321,7 @@ def plot_argmax_ops(
 ) -> Figure:
     """Per cell type: which op wins the edges, epoch by epoch (stacked shares), and the mean
     ``skip_connect`` weight (dashed): a collapse to skip connections at a glance."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
     family = space.family if space is not None else ("nb201" if "cell" in weights else "darts")
     cts = list(weights)
@@ -540,7 +540,7 @@ def plot_nb201_accuracy(
     """NB201 accuracy (200-epoch benchmark mean, %) of the argmax cell after every search epoch:
     valid and test per dataset; a star for the finally selected cell, a dotted line for the
     best cell of the benchmark."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
     series: dict[str, tuple[list[int], list[float]]] = {}
     for e in epochs:
@@ -554,17 +554,14 @@ def plot_nb201_accuracy(
     final: dict[str, float] = {}
     best: dict[str, float] = {}
     try:
-        from nas.bench import NB201, SEARCH_LOG_KEYS, search_log_entry
-        from nas.bench.search_log import default_bench
-
         bench: NB201 = default_bench()
         if isinstance(selected, NB201Genotype):
             final = search_log_entry(selected, bench=bench)
         for key, (dataset, split) in SEARCH_LOG_KEYS.items():
             if key in series:
                 best[key] = bench.best(dataset=dataset, split=split).accuracy
-    except (ImportError, ValueError, OSError):
-        pass  # the curves alone
+    except (ValueError, OSError):  # no benchmark file at hand: the curves alone
+        pass
     fig = new_figure(12.0, 3.6)
     axes = fig.subplots(1, len(NB201_PANELS), squeeze=False)[0]
     last = max(max(xs) for xs, _ in series.values())

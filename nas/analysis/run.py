@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
+from nas.choices import target_name
 from search_spaces.genotype import AnyGenotype, genotype_from_json, parse_genotype
 from search_spaces.space import SPACE_NAMES, Space, get_space
 
@@ -52,8 +54,6 @@ def read_config(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return {}
-    from omegaconf import OmegaConf
-
     try:
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception:  # a torn or hand-edited file: analysis goes on without it
@@ -124,12 +124,17 @@ class RunData:
 
     @property
     def strategy(self) -> str | None:
-        name = self._cfg("search", "name") or (self.record or {}).get("strategy")
+        # configs written before plug-ins were named by their files carry a ``name`` key
+        name = (self.record or {}).get("strategy") or self._cfg("search", "name")
+        if name is None and self.config is not None:
+            name = target_name(self.config, "search") or None
         return str(name) if name is not None else None
 
     @property
     def selector(self) -> str | None:
-        name = self._cfg("selection", "name") or (self.record or {}).get("selector")
+        name = (self.record or {}).get("selector") or self._cfg("selection", "name")
+        if name is None and self.config is not None:
+            name = target_name(self.config, "selection") or None
         if name is None and self.pt_decisions:
             name = "pt"
         return str(name) if name is not None else None
@@ -263,7 +268,7 @@ def load_checkpoint_arch(path: str | Path) -> dict[str, dict[str, np.ndarray]]:
     path = Path(path)
     if not path.is_file():
         return out
-    import torch
+    import torch  # only to read a checkpoint: nas.analysis itself runs without torch
 
     try:
         try:  # mmap: only the few tensors read here are paged in, even for a big supernet

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nas.analysis.style import new_figure, op_color
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from nas.bench import NUM_CELLS
+from nas.bench.search_log import default_bench
+from search_spaces.genotype import AnyGenotype, NB201Genotype
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -35,12 +37,7 @@ NB201_TEST_SPLITS = (
 
 def genotype_edges(genotype: AnyGenotype) -> dict[str, list[tuple[str, int, int]]]:
     """Cell type -> the kept edges ``(op, src, dst)`` (node indices as in the space's edges)."""
-    if isinstance(genotype, NB201Genotype):
-        return {"cell": [(op, i, j) for j, node in enumerate(genotype.nodes, 1) for op, i in node]}
-    return {
-        ct: [(op, idx, 2 + k // 2) for k, (op, idx) in enumerate(genotype.cell(ct))]
-        for ct in ("normal", "reduce")
-    }
+    return {ct: genotype.edges(ct) for ct in genotype.cell_types}
 
 
 def op_counts(genotype: AnyGenotype, cell_type: str | None = None) -> Counter[str]:
@@ -69,18 +66,18 @@ def topology_stats(genotype: AnyGenotype) -> dict[str, dict[str, Any]]:
             "skip_connect": ops.count("skip_connect"),
             "conv": sum("conv" in op for op in ops),
         }
-        if isinstance(genotype, NB201Genotype):
+        sources = set(genotype.input_nodes)
+        outputs = genotype.output_nodes(ct)
+        if genotype.keeps_every_edge:  # NB201: `none` edges cut the cell
             live = [e for e in edges if e[0] != "none"]
-            depth = _longest_path(live, {0}, 3)
+            depth = max(_longest_path(live, sources, node) for node in outputs)
             stats.update(
                 depth=max(depth, 0), connected=depth > 0, none=ops.count("none"), edges=len(live)
             )
-        else:
-            assert isinstance(genotype, DartsGenotype)
-            concat = genotype.concat(ct)
+        else:  # DARTS: two inputs per node, from the two cell inputs or earlier nodes
             stats.update(
-                depth=max(_longest_path(edges, {0, 1}, node) for node in concat),
-                from_inputs=sum(src < 2 for _, src, _ in edges),
+                depth=max(_longest_path(edges, sources, node) for node in outputs),
+                from_inputs=sum(src in sources for _, src, _ in edges),
                 from_c_k2=sum(src == 0 for _, src, _ in edges),
                 from_c_k1=sum(src == 1 for _, src, _ in edges),
             )
@@ -95,8 +92,8 @@ def genotype_distance(a: AnyGenotype, b: AnyGenotype) -> int:
     ea, eb = genotype_edges(a), genotype_edges(b)
     if set(ea) != set(eb):
         raise ValueError("cannot compare an NB201 genotype with a DARTS-style one")
-    if isinstance(a, NB201Genotype):
-        return sum(x != y for x, y in zip(ea["cell"], eb["cell"]))
+    # a cell that keeps every edge (NB201) differs where the ops differ; one that keeps some
+    # (DARTS) by the kept triples (the same triples in another order are the same cell)
     return sum(len(Counter(ea[ct]) - Counter(eb[ct])) for ct in ea)
 
 
@@ -111,11 +108,15 @@ def distance_matrix(genotypes: Sequence[AnyGenotype]) -> np.ndarray:
 
 
 @cache
-def _darts_params(genotype: DartsGenotype, C: int, layers: int, num_classes: int) -> int:
+def _params(genotype: AnyGenotype, C: int, layers: int, num_classes: int) -> int:
+    # torch on first use only: nas.analysis reads run folders and draws without it
     from nas.summary import count_parameters
-    from search_spaces.darts import NetworkCIFAR
+    from search_spaces.families import family_of
 
-    return count_parameters(NetworkCIFAR(C, num_classes, layers, True, genotype))
+    net, _ = family_of(genotype).network(
+        genotype, C=C, layers=layers, num_classes=num_classes, auxiliary=True
+    )
+    return count_parameters(net)
 
 
 def param_count(
@@ -126,21 +127,18 @@ def param_count(
     num_classes: int = 10,
 ) -> int:
     """Parameters of the paper's evaluation network for this genotype (auxiliary head
-    excluded): ``NetworkCIFAR(36, 10, 20)`` or NB201 ``TinyNetwork(16, 5)``."""
-    if isinstance(genotype, NB201Genotype):
-        C, layers = C or 16, layers or 5
-        if (C, layers, num_classes) == (16, 5, 10):
-            try:
-                from nas.bench.search_log import default_bench
+    excluded): ``NetworkCIFAR(36, 10, 20)`` or NB201 ``TinyNetwork(16, 5)``; an NB201 cell at
+    the benchmark's size is read from the benchmark when it is at hand."""
+    from search_spaces.families import family_of  # torch on first use (see _params)
 
-                return int(default_bench().params(genotype, dataset="cifar10"))
-            except (ImportError, ValueError, OSError):
-                pass
-        from nas.summary import count_parameters
-        from search_spaces.nb201 import TinyNetwork
-
-        return count_parameters(TinyNetwork(C, layers, genotype, num_classes))
-    return _darts_params(genotype, C or 36, layers or 20, num_classes)
+    paper_C, paper_layers = family_of(genotype).paper_size
+    C, layers = C or paper_C, layers or paper_layers
+    if isinstance(genotype, NB201Genotype) and (C, layers, num_classes) == (16, 5, 10):
+        try:
+            return int(default_bench().params(genotype, dataset="cifar10"))
+        except (ValueError, OSError):  # no benchmark at hand: count the network
+            pass
+    return _params(genotype, C, layers, num_classes)
 
 
 # ------------------------------------------------------------------------------- NAS-Bench-201
@@ -148,9 +146,6 @@ def param_count(
 
 def nb201_accuracies(dataset: str = "cifar10", split: str = "test") -> np.ndarray:
     """The 200-epoch mean accuracy (%) of all 15,625 NB201 cells, by benchmark index."""
-    from nas.bench import NUM_CELLS
-    from nas.bench.search_log import default_bench
-
     bench = default_bench()
     values = np.full(NUM_CELLS, np.nan)
     for index in range(NUM_CELLS):
@@ -166,8 +161,6 @@ def nb201_position(genotype: AnyGenotype) -> dict[str, Any]:
     the 15,625 cells (1 = best) and percentile (100 = best)."""
     if not isinstance(genotype, NB201Genotype):
         raise ValueError("NB201 positions exist only for NB201 genotypes")
-    from nas.bench.search_log import default_bench
-
     bench = default_bench()
     out: dict[str, Any] = {"index": bench.index(genotype)}
     for dataset, split in NB201_TEST_SPLITS:
@@ -185,8 +178,6 @@ def plot_nb201_distribution(
     title: str | None = None,
 ) -> Figure:
     """Histogram of all 15,625 NB201 cells' accuracies with the given cells marked."""
-    from nas.bench.search_log import default_bench
-
     values = nb201_accuracies(dataset, split)
     fig = new_figure(8.0, 3.6)
     ax = fig.add_subplot(1, 1, 1)

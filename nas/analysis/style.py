@@ -84,7 +84,7 @@ def new_figure(
 ) -> Figure:
     """A figure outside pyplot's state machine: no GUI backend, nothing leaks between calls,
     and ``savefig`` renders PNGs with Agg whatever backend a process has chosen."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional, heavy: on first use
 
     return Figure(figsize=(width, height), dpi=DPI, layout=layout)
 

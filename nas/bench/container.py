@@ -143,7 +143,7 @@ class Container:
 
     def ndarray(self, name: str) -> np.ndarray:
         """Array ``name`` as a numpy array of its shape (float64 when scaled)."""
-        import numpy as np
+        import numpy as np  # on first use: importing nas.bench stays instant (no numpy)
 
         e = self._entry(name)
         out = np.frombuffer(self.raw(name), dtype=np.dtype(e["dtype"])).reshape(e["shape"])
@@ -175,7 +175,7 @@ def encode_container(
     level: int = 9,
 ) -> bytes:
     """The bytes of an ``.nbt`` container of ``arrays`` (ndarrays, ``Scaled``, text lists)."""
-    import numpy as np
+    import numpy as np  # on first use: importing nas.bench stays instant (no numpy)
 
     if codec not in ("zlib", "raw"):
         raise ValueError(f"unknown codec {codec!r}; expected 'zlib' or 'raw'")

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -49,28 +48,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from nas.bench.container import MAGIC, Container
+from nas.bench.layout import (
+    DATASETS,
+    EMBEDDED_FILE,
+    FORMATS,
+    HPS,
+    NUM_CELLS,
+    SEED_SETS,
+    SPLIT_ALIASES,
+)
+from nas.bench.official import official_table_bytes
+from search_spaces.genotype import NB201Genotype, parse_nb201_arch
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from search_spaces.genotype import NB201Genotype
-
     Arch = Union[str, int, NB201Genotype]  # noqa: UP007 (read by the type checker only)
 
-EMBEDDED_FILE = Path(__file__).resolve().parent / "embedded" / "nb201.nbt"
-NUM_CELLS = 15625
-DATASETS = ("cifar10-valid", "cifar10", "cifar100", "ImageNet16-120")
-HPS = ("200", "12")
-SEED_SETS = ("nats",)
-FORMATS = ("nb201-table", "nb201-curves")
-# The papers' "valid" / "test" of each dataset (as the official API's remap, minus its silent
-# switch from cifar10 to cifar10-valid for "valid").
-SPLIT_ALIASES: dict[str, dict[str, str]] = {
-    "cifar10-valid": {"valid": "x-valid", "test": "ori-test"},
-    "cifar10": {"test": "ori-test"},
-    "cifar100": {"valid": "x-valid", "test": "x-test"},
-    "ImageNet16-120": {"valid": "x-valid", "test": "x-test"},
-}
 _DATASET_BY_LOWER = {d.lower(): d for d in DATASETS}
 _ACC_KINDS = ("acc", "seed_acc", "curve_acc", "curve_loss")
 _KIND_WORDS = {
@@ -152,8 +146,6 @@ class NB201:
             magic = f.read(len(MAGIC))
         if magic == MAGIC:
             return Container(self.path)
-        from nas.bench.official import official_table_bytes  # torch + nas_201_api: only here
-
         return Container(official_table_bytes(self.path), name=str(self.path))
 
     def _load(self) -> Container:
@@ -208,8 +200,7 @@ class NB201:
                 f"NB201 index {arch!r} out of range; expected an int in 0..{NUM_CELLS - 1}"
             )
         # Only an already-imported genotype module can have made a genotype: no torch import here.
-        genotypes = sys.modules.get("search_spaces.genotype")
-        if genotypes is not None and isinstance(arch, genotypes.NB201Genotype):
+        if isinstance(arch, NB201Genotype):
             return self._parse(str(arch))
         kind = type(arch).__name__
         hint = " (a DARTS-space genotype has no NAS-Bench-201 entry)" if "Darts" in kind else ""
@@ -220,9 +211,7 @@ class NB201:
         found = self._arch_index.get(text.strip())
         if found is not None:
             return found
-        # Malformed text: let the genotype module word the error (it imports no torch).
-        from search_spaces.genotype import parse_nb201_arch
-
+        # Malformed text: let the genotype module word the error.
         found = self._arch_index.get(str(parse_nb201_arch(text)))
         if found is None:
             raise ValueError(f"NB201 arch {text!r} is not in {self.source}")
@@ -458,7 +447,7 @@ class NB201:
 
         Only converted official files have curves; the embedded table has final values only.
         """
-        import numpy as np
+        import numpy as np  # on first use: importing nas.bench stays instant (no numpy)
 
         if metric not in ("accuracy", "loss"):
             raise ValueError(f"unknown curve metric {metric!r}; expected 'accuracy' or 'loss'")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.bench.container import encode_container, write_container
-from nas.bench.nb201 import DATASETS, NB201, NUM_CELLS
+from nas.bench.layout import DATASETS, NUM_CELLS, embedded_archs
 
 HP_KEYS = {"200": "full", "12": "less"}  # our hp -> the official file's key
 # (schedule, dataset) -> (seeds, epochs, splits): the shape of the arrays
@@ -50,7 +50,7 @@ def load_official(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"official NAS-Bench-201 file {path} not found")
-    import torch
+    import torch  # only to read an official .pth: the bench reads its own tables without it
 
     try:
         data = torch.load(path, map_location="cpu", weights_only=False)
@@ -69,20 +69,20 @@ def load_official(path: str | Path) -> dict[str, Any]:
 
 
 def _check_index_map(meta_archs: list[str], path: Path) -> None:
-    reference = NB201()  # the embedded table carries the official index -> arch string map
     if len(meta_archs) != NUM_CELLS:
         raise ValueError(f"{path} lists {len(meta_archs)} architectures; expected {NUM_CELLS}")
+    reference = embedded_archs()  # the embedded table carries the official index -> arch map
     for i, arch in enumerate(meta_archs):
-        if arch != reference.arch(i):
+        if arch != reference[i]:
             raise ValueError(
                 f"{path}: architecture {i} is {arch!r}; NAS-Bench-201 index {i} is "
-                f"{reference.arch(i)!r} (not a NAS-Bench-201 file?)"
+                f"{reference[i]!r} (not a NAS-Bench-201 file?)"
             )
 
 
 def official_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(meta, arrays)`` of the ``nb201-curves`` table holding an official file's results."""
-    import numpy as np
+    import numpy as np  # on first use: importing nas.bench stays instant (no numpy)
 
     path = Path(path)
     data = load_official(path)
@@ -176,7 +176,7 @@ def _read_cell(
     arrays: dict[str, Any],
 ) -> None:
     """One cell's runs into row ``row`` of the arrays, through the package's classes."""
-    from nas_201_api import ArchResults
+    from nas_201_api import ArchResults  # optional: only the official file's classes need it
 
     for hp in ("12", "200"):  # the 200-epoch costs are written last and win
         if HP_KEYS[hp] not in entry:

@@ -17,6 +17,7 @@ import math
 import sys
 
 from nas.bench.nb201 import DATASETS, NB201, canonical_hp
+from nas.bench.official import convert_official
 
 _SPLIT_ORDER = ("train", "x-valid", "x-test", "ori-test")
 
@@ -83,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "convert":
-            from nas.bench.official import convert_official
-
             out = convert_official(args.official, args.out)
             bench = NB201(path=out)
             lines = [f"wrote {out}: {len(bench)} cells, datasets {', '.join(bench.datasets())}"]

@@ -25,6 +25,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from nas.cli import launch
@@ -72,9 +75,6 @@ def _unknown_key(program: str, key: str, schema: DictConfig, how: str) -> Comman
 
 
 def _compose(config_dir: Path, config_name: str, overrides: list[str], hydra: bool) -> DictConfig:
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
             return compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
@@ -96,9 +96,6 @@ def check_command_line(
     ``CommandLineError`` (one line) on the first problem. ``argv`` is what Hydra will see."""
     if any(a in _HYDRA_INFO_FLAGS or a.startswith("--cfg") for a in argv):
         return
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     multirun = "-m" in argv or "--multirun" in argv
     words = [a for a in argv if not a.startswith("-")]
     try:
@@ -133,8 +130,6 @@ def _check_job(
     plugin_sections: Sequence[str],
     multirun: bool,
 ) -> None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(overrides)
     is_group = [o.key_or_group in groups or o.key_or_group.startswith("hydra") for o in parsed]
     schema = _compose(

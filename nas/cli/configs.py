@@ -13,20 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import nas
+from nas.choices import config_dir, options
 
-
-def config_dir() -> Path:
-    """The folder holding ``nas_search.yaml``: the installed package data, else the
-    checkout's ``configs/``."""
-    package = Path(nas.__file__).resolve().parent
-    for candidate in (package / "configs", package.parent / "configs"):
-        if (candidate / "nas_search.yaml").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"no configs found: expected {package / 'configs'} (installed package) or "
-        f"{package.parent / 'configs'} (source checkout); reinstall nas-toolkit"
-    )
+__all__ = ["config_dir", "options", "user_folders", "user_search_path"]
 
 
 def _split_list(value: str) -> list[str]:
@@ -66,8 +55,3 @@ def user_folders(argv: list[str]) -> list[Path] | None:
         else:
             return None
     return folders
-
-
-def options(group_dirs: list[Path]) -> list[str]:
-    """The config names of a group found in any of ``group_dirs``."""
-    return sorted({p.stem for d in group_dirs if d.is_dir() for p in d.glob("*.yaml")})

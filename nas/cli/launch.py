@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from hydra.core.hydra_config import HydraConfig
+
 from nas.run.disk import is_write_error, write_error_message
 from nas.run.folder import RunFolder
 from nas.run.lock import RunFolderBusy
@@ -62,8 +64,6 @@ def fail(program: str, message: str) -> NoReturn:
 
 def resume_command(program: str, run_dir: Path) -> str:
     """The command line that continues this run: the same overrides plus ``resume=true``."""
-    from hydra.core.hydra_config import HydraConfig
-
     overrides = [
         o
         for o in HydraConfig.get().overrides.task

@@ -17,10 +17,12 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from search_spaces.genotype import AnyGenotype
+from nas.analysis.cells import graphviz_available, resolve_engine
+from nas.analysis.figures import write_cell_figures, write_run_figures
+from nas.analysis.run import genotype_from_record, is_run_dir
+from search_spaces.genotype import AnyGenotype
+from search_spaces.published import resolve_genotype
 
 EXIT_BAD_INPUT = 2
 
@@ -32,9 +34,7 @@ def _fail(message: str) -> int:
 
 def _genotype(spec: str) -> AnyGenotype:
     """A genotype from a genotype.json, a published name, genotype text or an NB201 index."""
-    from nas.analysis.run import genotype_from_record
-    from search_spaces.nb201 import index_to_arch
-    from search_spaces.published import resolve_genotype
+    from search_spaces.nb201 import index_to_arch  # imports torch: only for an NB201 index
 
     path = Path(spec).expanduser()
     if path.suffix == ".json" or path.is_file():
@@ -91,10 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         help="format of the cell diagrams of a genotype (run figures are PNG)",
     )
     args = parser.parse_args(argv)
-
-    from nas.analysis.cells import graphviz_available, resolve_engine
-    from nas.analysis.figures import write_cell_figures, write_run_figures
-    from nas.analysis.run import is_run_dir
 
     try:
         engine = resolve_engine(args.engine)

@@ -32,7 +32,7 @@ import numpy as np
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    from nas.proxies import PROXIES
+    from nas.proxies import PROXIES  # torch: after the command line parsed (fast --help)
 
     p = argparse.ArgumentParser(prog="nas-proxy", description=__doc__.split("\n\n")[0])
     p.add_argument("--sample", type=int, default=1000, help="cells to score (default 1000)")
@@ -69,7 +69,7 @@ def _read_scores(path: Path) -> list[dict[str, Any]]:
 
 def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> str:
     """Correlations, tables and plots from ``out/scores.jsonl``; returns the Markdown table."""
-    from nas.proxies.correlation import (
+    from nas.proxies.correlation import (  # torch (nas.proxies): after the command line parsed
         correlation_table,
         format_markdown,
         ground_truth,
@@ -120,7 +120,7 @@ def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    import torch  # torch: after the command line parsed (fast --help and errors)
 
     from nas.proxies import get_proxy, proxy_inputs, score_many
     from nas.proxies.correlation import sample_cells

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nas.bench import format_result_line
+from nas.choices import plugin_name
 from nas.cli.config_check import CommandLineError, check_command_line
 from nas.cli.configs import config_dir, options, user_folders
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
@@ -77,7 +78,7 @@ def _search(cfg: DictConfig) -> None:
     if not is_rank0():
         return
     print(f"run folder: {result.run_dir}")
-    print(f"genotype ({OmegaConf.select(cfg, 'selection.name')}): {result.genotype}")
+    print(f"genotype ({plugin_name(cfg, 'selection')}): {result.genotype}")
     bench_line = _bench_line(result.genotype)
     if bench_line:
         print(bench_line)

@@ -11,12 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from torch import nn
-
 from nas.summary import summarize
-from search_spaces.darts import NetworkCIFAR, NetworkImageNet
-from search_spaces.genotype import NB201Genotype
-from search_spaces.nb201 import TinyNetwork, index_to_arch
+from search_spaces.families import family_of
+from search_spaces.nb201 import index_to_arch
 from search_spaces.published import resolve_genotype
 
 
@@ -33,34 +30,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-classes", type=int, default=None)
     parser.add_argument("--no-auxiliary", action="store_true")
     args = parser.parse_args(argv)
-    model: nn.Module
     try:
         spec = args.genotype.strip()
         genotype = resolve_genotype(index_to_arch(int(spec)) if spec.isdigit() else spec)
-        if isinstance(genotype, NB201Genotype):
-            model = TinyNetwork(args.C or 16, args.layers or 5, genotype, args.num_classes or 10)
-            input_size = (3, 32, 32)
-            kind = "TinyNetwork"
-        elif args.network == "imagenet":
-            model = NetworkImageNet(
-                args.C or 48,
-                args.num_classes or 1000,
-                args.layers or 14,
-                not args.no_auxiliary,
-                genotype,
-            )
-            input_size = (3, 224, 224)
-            kind = "NetworkImageNet"
-        else:
-            model = NetworkCIFAR(
-                args.C or 36,
-                args.num_classes or 10,
-                args.layers or 20,
-                not args.no_auxiliary,
-                genotype,
-            )
-            input_size = (3, 32, 32)
-            kind = "NetworkCIFAR"
+        family = family_of(genotype)
+        imagenet = args.network == "imagenet" and family.imagenet_size is not None
+        C, layers = family.imagenet_size if imagenet and family.imagenet_size else family.paper_size
+        model, net = family.network(
+            genotype,
+            C=args.C or C,
+            layers=args.layers or layers,
+            num_classes=args.num_classes or (1000 if imagenet else 10),
+            image_size=224 if imagenet else 32,
+            auxiliary=not args.no_auxiliary,
+        )
+        input_size, kind = net.input_size, net.family
     except ValueError as e:
         print(f"nas-summary: error: {e}", file=sys.stderr)
         return 2

@@ -312,7 +312,7 @@ def _cifar_classes(folder: Path, fmt: _CifarFormat) -> list[str]:
 
 def _download_cifar(root: Path, fmt: _CifarFormat) -> None:
     """Fetch and unpack the official archive into ``root`` (torchvision's downloader)."""
-    from torchvision.datasets.utils import download_and_extract_archive
+    from torchvision.datasets.utils import download_and_extract_archive  # only to download
 
     download_and_extract_archive(
         fmt.url, download_root=str(root), filename=fmt.archive, md5=fmt.archive_md5

@@ -49,7 +49,9 @@ from torch.utils.data import DataLoader
 from nas import distributed as D
 from nas.analysis import write_run_figures
 from nas.bench import search_log_entry
+from nas.choices import plugin_name
 from nas.data import dataset_info
+from nas.plugins import PluginError, build_selector, build_strategy
 from nas.progress import start_line
 from nas.run.checkpoint import CheckpointError, load_checkpoint, seed_everything
 from nas.run.config import SEARCH_NEUTRAL_KEYS, SEARCH_NEUTRAL_WORDS, validate_search_config
@@ -71,10 +73,10 @@ from nas.run.seeds import (
 )
 from nas.run.signals import Preempted
 from nas.run.skeleton import Run, to_device
-from nas.search.base import STRATEGIES, Batch, SearchContext, SearchStrategy, Shards
+from nas.search.base import Batch, SearchContext, SearchStrategy, Shards
 from nas.search.data import epoch_loader, epoch_sampler, search_data, start_epoch
 from nas.selection.argmax import Argmax
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import Selector
 from nas.supernet import Supernet, build_supernet
 from search_spaces.genotype import AnyGenotype, NB201Genotype
 from search_spaces.nb201 import arch_to_index
@@ -242,6 +244,8 @@ class SearchRun(Run):
                     weight_optimizer=self.weight_optimizer,
                     grad_clip=float(opt_cfg.grad_clip),
                     autocast_dtype=self.amp_dtype,
+                    epochs=self.epochs,
+                    steps_per_epoch=epoch_sampler(self.train_loader).num_batches,
                 ),
                 generator=torch.Generator().manual_seed(self.seed),
             )
@@ -250,40 +254,16 @@ class SearchRun(Run):
         self.strategy.to(self.device)
 
     def _build_strategy(self) -> SearchStrategy:
-        from hydra.utils import instantiate
-
-        name = str(self.cfg.search.get("name", ""))
-        if name not in STRATEGIES:
-            raise SearchError(
-                f"unknown search strategy {name!r}; expected one of {', '.join(STRATEGIES.names())}"
-            )
         try:
-            strategy = instantiate(_without_name(self.cfg.search), _convert_="all")
-        except Exception as e:  # Hydra wraps constructor errors; report the cause's line
-            cause = e.__cause__ or e
-            raise SearchError(str(cause).splitlines()[0]) from None
-        if not isinstance(strategy, SearchStrategy):
-            raise SearchError(
-                f"search._target_ built {type(strategy).__name__}, not a SearchStrategy"
-            )
-        return strategy
+            return build_strategy(self.cfg)
+        except PluginError as e:
+            raise SearchError(str(e)) from e.__cause__
 
     def _build_selector(self) -> Selector:
-        from hydra.utils import instantiate
-
-        name = str(self.cfg.selection.get("name", ""))
-        if name not in SELECTORS:
-            raise SearchError(
-                f"unknown selector {name!r}; expected one of {', '.join(SELECTORS.names())}"
-            )
         try:
-            selector = instantiate(_without_name(self.cfg.selection), _convert_="all")
-        except Exception as e:
-            cause = e.__cause__ or e
-            raise SearchError(str(cause).splitlines()[0]) from None
-        if not isinstance(selector, Selector):
-            raise SearchError(f"selection._target_ built {type(selector).__name__}, not a Selector")
-        return selector
+            return build_selector(self.cfg)
+        except PluginError as e:
+            raise SearchError(str(e)) from e.__cause__
 
     # ----------------------------------------------------------------------- checkpoints
 
@@ -333,11 +313,11 @@ class SearchRun(Run):
         if (
             int(old["epochs"]) != self.epochs
             and state.get("phase", "search") != "search"
-            and str(self.cfg.selection.name) != "argmax"
+            and plugin_name(self.cfg, "selection") != "argmax"
         ):
             raise ValueError(
                 f"epochs={self.epochs}, but the search in checkpoint {self.ckpt_path} has ended "
-                f"and its {self.cfg.selection.name} selection begun; resume with "
+                f"and its {plugin_name(self.cfg, 'selection')} selection begun; resume with "
                 f"epochs={old['epochs']}"
             )
         opt = self.cfg.optimizer
@@ -420,14 +400,15 @@ class SearchRun(Run):
         return Shards(tuple(parts), global_size)
 
     def start_line(self) -> str:
-        keys = ["space.name", "space.C", "space.layers", "search.name", "search.order",
-                "selection.name", "data.name", "data.max_items", "epochs", "batch_size",
-                "seed"]  # fmt: skip
+        keys = ["space.name", "space.C", "space.layers", "search.order", "data.name",
+                "data.max_items", "epochs", "batch_size", "seed"]  # fmt: skip
         return start_line(
             "nas-search",
             self.run_dir,
             self.cfg,
             keys,
+            search=plugin_name(self.cfg, "search"),
+            selection=plugin_name(self.cfg, "selection"),
             device=self.device,
             processes=self.env.world_size,
             resumed_at_epoch=self.epoch if self.global_step else None,
@@ -702,8 +683,8 @@ class SearchRun(Run):
                 "space": str(self.cfg.space.name),
                 "genotype": genotype.to_json(),
                 "text": str(genotype),
-                "selector": str(self.cfg.selection.name),
-                "strategy": str(self.cfg.search.name),
+                "selector": plugin_name(self.cfg, "selection"),
+                "strategy": plugin_name(self.cfg, "search"),
                 "world_size": self.env.world_size,
             }
             if isinstance(genotype, NB201Genotype):
@@ -756,13 +737,6 @@ def _batches(loader: DataLoader[Any], run: SearchRun) -> Iterator[Batch]:
     it = start_epoch(loader, run.seed, SELECTION_BASE, 0, SELECTION_SPLIT)
     for batch, size in it:
         yield from run._shards(batch, size).parts
-
-
-def _without_name(node: DictConfig) -> DictConfig:
-    """A plug-in config without its registry key ``name`` (not a constructor argument)."""
-    out = OmegaConf.create({k: v for k, v in node.items() if k != "name"})
-    assert isinstance(out, DictConfig)
-    return out
 
 
 def nb201_accuracies(genotype: AnyGenotype) -> dict[str, float]:

@@ -39,6 +39,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from nas.registry import Registry
+from nas.supernet import Supernet
+from nas.supernet.network import DartsSupernet, NB201Supernet
 from search_spaces.darts import Cell, NetworkCIFAR, NetworkImageNet
 from search_spaces.nb201 import TinyNetwork
 from search_spaces.ops import FactorizedReduce
@@ -161,8 +163,6 @@ class Scorable:
     """
 
     def __init__(self, net: nn.Module, weights: dict[str, Tensor] | None = None) -> None:
-        from nas.supernet import Supernet
-
         if isinstance(net, Scorable):
             raise ProxyError("expected a network, got a Scorable; pass Scorable.net")
         if not isinstance(net, nn.Module):
@@ -220,16 +220,12 @@ class Scorable:
         return out
 
     def has_features(self) -> bool:
-        from nas.supernet.network import DartsSupernet, NB201Supernet
-
         return isinstance(
             self.net, (TinyNetwork, NetworkCIFAR, NetworkImageNet, NB201Supernet, DartsSupernet)
         )
 
     def features(self, x: Tensor) -> Tensor:
         """The feature map before global average pooling (Zen-NAS's ``forward_pre_GAP``)."""
-        from nas.supernet.network import DartsSupernet, NB201Supernet
-
         net = self.net
         with module_calls(net):
             if isinstance(net, TinyNetwork):

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from nas.analysis.style import new_figure, save_figure
+from nas.bench.search_log import default_bench
+
 # (label, dataset, split) of the ground truth, as the ZC NB201 script reads it
 TARGETS: tuple[tuple[str, str, str], ...] = (
     ("CIFAR-10", "cifar10-valid", "ori-test"),
@@ -93,8 +96,6 @@ def sample_cells(n: int, seed: int, *, total: int = 15625) -> list[int]:
 
 def ground_truth(indices: list[int]) -> dict[str, np.ndarray]:
     """The 200-epoch mean accuracies (%) of ``indices`` on each of ``TARGETS``."""
-    from nas.bench.search_log import default_bench
-
     bench = default_bench()
     return {
         label: np.array(
@@ -162,8 +163,6 @@ def plot_scatter(
     path: str,
 ) -> None:
     """One figure per proxy: its score against each target's accuracy, rho and tau in titles."""
-    from nas.analysis.style import new_figure, save_figure
-
     fig = new_figure(4.0 * len(truth), 3.4)
     axes = fig.subplots(1, len(truth))
     for ax, (label, acc) in zip(np.atleast_1d(axes), truth.items()):

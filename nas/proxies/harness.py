@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from nas.data import load_cifar10_mini
 from nas.data.datasets import CIFAR10_MEAN, CIFAR10_STD
 from nas.proxies.base import Proxy, Scorable, as_scorable, get_proxy
 from nas.proxies.fisher import Fisher
@@ -64,8 +65,6 @@ def training_images(
 
     The same seed picks the same images whatever ``batch_size`` (a prefix of one permutation).
     """
-    from nas.data import load_cifar10_mini
-
     images, labels, _ = load_cifar10_mini(train=True)
     if not 1 <= batch_size <= len(images):
         raise ValueError(

@@ -32,7 +32,6 @@ SEARCH_NEUTRAL_KEYS = (
     "data.download",
     "data.num_workers",
     "data.pin_memory",
-    "data.persistent_workers",
 )
 SEARCH_NEUTRAL_WORDS = (
     "device, channels_last, logging (log_every, eval, figures, trackers, sync_check_every), data "
@@ -54,7 +53,6 @@ TRAIN_NEUTRAL_KEYS = (
     "data.download",
     "data.num_workers",
     "data.pin_memory",
-    "data.persistent_workers",
 )
 TRAIN_NEUTRAL_WORDS = (
     "device, channels_last, compile, logging (log_every, save_best, trackers) and data loading "

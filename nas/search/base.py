@@ -45,12 +45,19 @@ STRATEGIES: Registry[type[SearchStrategy]] = Registry("search strategy")
 
 @dataclass
 class SearchContext:
-    """What a strategy needs from the search loop to take steps."""
+    """What a strategy needs from the search loop to take steps.
+
+    ``epochs`` and ``steps_per_epoch`` (weight steps in one epoch of the search) are what a
+    strategy's own schedule needs (a temperature annealed per step, a regulariser ramped per
+    epoch); ``None`` where the caller runs steps outside an epoch loop (tests, notebooks).
+    """
 
     supernet: Supernet
     weight_optimizer: torch.optim.SGD
     grad_clip: float
     autocast_dtype: torch.dtype | None = None
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
 
 
 def accuracy(logits: Tensor, target: Tensor) -> Tensor:

@@ -18,44 +18,17 @@ from torch import Tensor
 
 from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SELECTORS, Selector
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
-from search_spaces.space import CellSpace, Space
-
-
-def _darts_cell(cell: CellSpace, w_EO: Tensor, mask_EO: Tensor) -> list[tuple[str, int]]:
-    w = w_EO.detach().float().cpu().masked_fill(~mask_EO.cpu(), float("-inf")).tolist()
-    pairs: list[tuple[str, int]] = []
-    for node in cell.intermediate_nodes:
-        edges = cell.edges_into(node)
-
-        def best(e_index: int, edge_ops: tuple[str, ...]) -> int:
-            k_best = -1
-            for k, op in enumerate(edge_ops):
-                if op != "none" and (k_best < 0 or w[e_index][k] > w[e_index][k_best]):
-                    k_best = k
-            return k_best
-
-        strength = {e.index: w[e.index][best(e.index, e.ops)] for e in edges}
-        assert cell.inputs_per_node is not None
-        kept = sorted(edges, key=lambda e: -strength[e.index])[: cell.inputs_per_node]
-        pairs.extend((e.ops[best(e.index, e.ops)], e.src) for e in kept)
-    return pairs
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
+from search_spaces.space import Space
 
 
 def argmax_genotype(
     space: Space, weights: dict[str, Tensor], masks: dict[str, Tensor]
 ) -> AnyGenotype:
-    """The argmax genotype of ``weights`` (cell type -> [edges, ops]) in ``space``."""
-    if space.family == "nb201":
-        cell = space.cells["cell"]
-        w = weights["cell"].detach().float().cpu().masked_fill(~masks["cell"].cpu(), float("-inf"))
-        ops = [cell.edges[e].ops[int(k)] for e, k in enumerate(w.argmax(-1).tolist())]
-        return NB201Genotype.from_ops(ops)
-    normal = _darts_cell(space.cells["normal"], weights["normal"], masks["normal"])
-    reduce = _darts_cell(space.cells["reduce"], weights["reduce"], masks["reduce"])
-    steps = len(space.cells["normal"].intermediate_nodes)
-    concat = tuple(range(2, 2 + steps))
-    return DartsGenotype(tuple(normal), concat, tuple(reduce), concat, concat_as_range=True)
+    """The argmax genotype of ``weights`` (cell type -> [edges, ops]) in ``space`` (the
+    derivation rule is the space family's: ``search_spaces.families``)."""
+    return family_of(space).derive(space, weights, masks)
 
 
 @SELECTORS.register("argmax")

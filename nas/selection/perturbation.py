@@ -220,7 +220,7 @@ class PerturbationSelection(Selector):
         cells = list(space.cells.values())
         num_edges = max(c.num_edges for c in cells)
         plan = ["op"] * num_edges
-        if space.family == "darts":
+        if space.selects_inputs:
             nodes = max(
                 sum(
                     1
@@ -236,7 +236,7 @@ class PerturbationSelection(Selector):
         """Fine-tuning epochs: ``proj_intv * (projections - 1)``, plus one on DARTS-style
         spaces (``sota/cnn/projection.py``: ``proj_intv * num_projs + 1``;
         ``nasbench201/projection.py``: ``proj_intv * (num_edges - 1)``)."""
-        extra = 1 if strategy.supernet.space.family == "darts" else 0
+        extra = 1 if strategy.supernet.space.selects_inputs else 0
         return self.proj_intv * (len(self.projection_plan(strategy)) - 1) + extra
 
     def projections_due(self, strategy: SearchStrategy, epoch: int) -> int:

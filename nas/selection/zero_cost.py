@@ -47,7 +47,8 @@ from nas.selection.argmax import argmax_genotype
 from nas.selection.base import SELECTORS, Selector
 from nas.selection.projection import EdgeProjection, install
 from nas.supernet import ArchWeights
-from search_spaces.genotype import AnyGenotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype, genotype_from_json
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -178,7 +179,7 @@ class ZeroCostSelection(Selector):
         self, ctx: Any, val_data: Any, strategy: SearchStrategy, cell_type: str
     ) -> list[dict[str, Any]]:
         supernet = strategy.supernet
-        family = supernet.space.family
+        selects_inputs = supernet.space.selects_inputs
         cell = supernet.space.cells[cell_type]
         decisions: list[dict[str, Any]] = []
         while True:
@@ -191,7 +192,7 @@ class ZeroCostSelection(Selector):
             candidates = [
                 k
                 for k, op in enumerate(cell.edges[edge].ops)
-                if bool(mask[k]) and not (family == "darts" and op == "none")
+                if bool(mask[k]) and not (selects_inputs and op == "none")
             ]
             batch = self._batch(ctx, val_data, self.batch_size)
             base = self._base(strategy)
@@ -253,7 +254,7 @@ class ZeroCostSelection(Selector):
         decisions: list[dict[str, Any]] = []
         for ct in space.cell_types:
             decisions += self._project_ops(ctx, val_data, strategy, ct)
-        if space.family == "darts":
+        if space.selects_inputs:
             for ct in space.cell_types:
                 decisions += self._project_topology(ctx, val_data, strategy, ct)
         if ctx is not None:
@@ -266,17 +267,15 @@ class ZeroCostSelection(Selector):
     # -------------------------------------------------------------------- post-validation
 
     def _network(self, strategy: SearchStrategy, genotype: AnyGenotype) -> torch.nn.Module:
-        from search_spaces.darts import NetworkCIFAR
-        from search_spaces.genotype import DartsGenotype, NB201Genotype
-        from search_spaces.nb201 import TinyNetwork
-
         head = strategy.supernet.classifier
         assert isinstance(head, torch.nn.Linear)
-        classes = head.out_features
-        if isinstance(genotype, NB201Genotype):
-            return TinyNetwork(self.post_C or 16, self.post_layers or 5, genotype, classes)
-        assert isinstance(genotype, DartsGenotype)
-        return NetworkCIFAR(self.post_C or 36, classes, self.post_layers or 20, False, genotype)
+        family = family_of(genotype)
+        C, layers = family.paper_size
+        net, _ = family.network(
+            genotype, C=self.post_C or C, layers=self.post_layers or layers,
+            num_classes=head.out_features,
+        )  # fmt: skip
+        return net
 
     def post_validate(self, ctx: Any, val_data: Any, strategy: SearchStrategy) -> AnyGenotype:
         """The distinct genotypes of the pool, each its freshly initialised network, scored on
@@ -335,8 +334,6 @@ class ZeroCostSelection(Selector):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        from search_spaces.genotype import genotype_from_json
-
         self.generator.set_state(state["generator"])
         self.pool = [
             {"genotype": genotype_from_json(e["genotype"]), "text": e["text"]}

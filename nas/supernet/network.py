@@ -22,12 +22,14 @@ channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from nas.supernet.mixed_op import MixedOp
+from nas.supernet.widen import widen_mixed_op
 from search_spaces.nb201 import ResNetBasicblock
 from search_spaces.ops import FactorizedReduce, ReLUConvBN
 from search_spaces.space import CellSpace, Space, get_space
@@ -99,8 +101,6 @@ class Supernet(nn.Module):
 
     def set_partial_channels(self, k: int, generator: torch.Generator) -> dict[nn.Parameter, Any]:
         """Widen every op to C/k channels (Net2Wider); returns each parameter's expander."""
-        from nas.supernet.widen import widen_mixed_op
-
         self.check_partial_channels(k)
         expanders: dict[nn.Parameter, Any] = {}
         for mixed in self.mixed_ops():
@@ -186,6 +186,8 @@ class DartsSearchCell(nn.Module):
 class DartsSupernet(Supernet):
     """The DARTS search network for a DARTS-style space (darts, s1..s5)."""
 
+    family = "darts"
+
     def __init__(
         self,
         *,
@@ -201,7 +203,7 @@ class DartsSupernet(Supernet):
         self.space = get_space(space) if isinstance(space, str) else space
         if stem not in ("cifar", "imagenet"):
             raise ValueError(f"stem must be 'cifar' or 'imagenet', got {stem!r}")
-        if self.space.family != "darts":
+        if self.space.family != self.family:
             raise ValueError(f"DartsSupernet needs a DARTS-style space, got {self.space.name!r}")
         if layers < 3:
             raise ValueError(f"layers must be at least 3 (two reduction cells), got {layers}")
@@ -321,6 +323,8 @@ class NB201SearchCell(nn.Module):
 class NB201Supernet(Supernet):
     """The NAS-Bench-201 search network: C, 2C, 4C stages of N searchable cells."""
 
+    family = "nb201"
+
     def __init__(
         self,
         *,
@@ -333,7 +337,7 @@ class NB201Supernet(Supernet):
     ) -> None:
         super().__init__()
         self.space = get_space(space) if isinstance(space, str) else space
-        if self.space.family != "nb201":
+        if self.space.family != self.family:
             raise ValueError(f"NB201Supernet needs the nb201 space, got {self.space.name!r}")
         if C < 1 or N < 1 or num_classes < 1:
             raise ValueError(f"C, N and num_classes must be positive, got {C}, {N}, {num_classes}")
@@ -381,6 +385,54 @@ class NB201Supernet(Supernet):
         return self.classifier(self.global_pooling(self.lastact(feature)).flatten(1))
 
 
+def _darts_supernet(
+    space: Space,
+    *,
+    C: int,
+    layers: int,
+    num_classes: int,
+    partial_channels: int,
+    track_running_stats: bool,
+    stem: str,
+) -> Supernet:
+    return DartsSupernet(
+        space=space,
+        C=C,
+        layers=layers,
+        num_classes=num_classes,
+        partial_channels=partial_channels,
+        stem=stem,
+    )
+
+
+def _nb201_supernet(
+    space: Space,
+    *,
+    C: int,
+    layers: int,
+    num_classes: int,
+    partial_channels: int,
+    track_running_stats: bool,
+    stem: str,
+) -> Supernet:
+    return NB201Supernet(
+        space=space,
+        C=C,
+        N=layers,
+        num_classes=num_classes,
+        partial_channels=partial_channels,
+        track_running_stats=track_running_stats,
+    )
+
+
+# Space family -> its supernet (search_spaces.families holds the rest of a family's behaviour;
+# the supernet is this stage's, so a new family adds its builder here).
+SUPERNETS: dict[str, Callable[..., Supernet]] = {
+    "darts": _darts_supernet,
+    "nb201": _nb201_supernet,
+}
+
+
 def build_supernet(
     space: str,
     *,
@@ -394,20 +446,12 @@ def build_supernet(
     """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201;
     ``track_running_stats`` applies to the NB201 cells, whose reference BN tracks them)."""
     s = get_space(space)
-    if s.family == "nb201":
-        return NB201Supernet(
-            space=s,
-            C=C,
-            N=layers,
-            num_classes=num_classes,
-            partial_channels=partial_channels,
-            track_running_stats=track_running_stats,
-        )
-    return DartsSupernet(
-        space=s,
+    return SUPERNETS[s.family](
+        s,
         C=C,
         layers=layers,
         num_classes=num_classes,
         partial_channels=partial_channels,
+        track_running_stats=track_running_stats,
         stem=stem,
     )

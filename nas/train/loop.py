@@ -70,7 +70,8 @@ from nas.train.model import (
     resolve_train_genotype,
     unused_parameters,
 )
-from search_spaces.genotype import AnyGenotype, NB201Genotype, genotype_from_json
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype, genotype_from_json
 
 _SUMS = ("loss", "top1", "top5", "n")  # the running sums of an epoch, in this order
 
@@ -321,8 +322,8 @@ class TrainRun(Run):
         already started keep their learning rate and drop-path probability."""
         self.check_same_values(state, neutral=TRAIN_NEUTRAL_KEYS, neutral_words=TRAIN_NEUTRAL_WORDS)
         lr = float(self.cfg.optimizer.lr)
-        # TinyNetwork (an NB201 cell) has no drop-path; the DARTS networks ramp it with epochs
-        has_drop_path = not isinstance(self.genotype, NB201Genotype)
+        # a network without drop-path (an NB201 cell) keeps 0; the DARTS networks ramp it
+        has_drop_path = family_of(self.genotype).drop_path  # the model is not built yet
         drop_path = float(self.cfg.model.drop_path) if has_drop_path else 0.0
 
         def settings(total: int, epoch: int) -> dict[str, float]:
@@ -534,9 +535,9 @@ class TrainRun(Run):
         ignored = set_on_command_line(
             "model.auxiliary", "model.auxiliary_weight", "model.drop_path"
         )
-        if self.spec.family == "TinyNetwork" and ignored:  # only when the user asked for them
+        if not self.spec.drop_path and ignored:  # only when the user asked for them
             print(
-                f"TinyNetwork has no auxiliary head and no drop-path: {', '.join(ignored)} "
+                f"{self.spec.family} has no auxiliary head and no drop-path: {', '.join(ignored)} "
                 "do not apply",
                 flush=True,
             )

@@ -16,17 +16,25 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from search_spaces.darts import NetworkCIFAR, NetworkImageNet
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype, genotype_from_json
-from search_spaces.nb201 import NUM_ARCHS, TinyNetwork, index_to_arch
+from search_spaces.families import FAMILY_OF_NETWORK, NetworkSpec, family_of
+from search_spaces.genotype import AnyGenotype, genotype_from_json
+from search_spaces.nb201 import NUM_ARCHS, index_to_arch
 from search_spaces.published import resolve_genotype
+
+__all__ = [
+    "GENOTYPE_FORMS",
+    "NetworkSpec",
+    "build_network",
+    "logits_of",
+    "resolve_train_genotype",
+    "unused_parameters",
+]
 
 GENOTYPE_FORMS = (
     "a genotype.json file, a nas-search run folder, a published name (e.g. DARTS_V2), "
@@ -83,23 +91,6 @@ def resolve_train_genotype(spec: Any) -> AnyGenotype:
     return resolve_genotype(text)
 
 
-@dataclass(frozen=True)
-class NetworkSpec:
-    """What ``build_network`` built: the family, its size, and the input it expects."""
-
-    family: str  # "NetworkCIFAR", "NetworkImageNet" or "TinyNetwork"
-    C: int
-    layers: int  # DARTS: cells; NB201: cells per stage N
-    auxiliary: bool
-    drop_path: bool  # whether the family supports drop-path
-    input_size: tuple[int, int, int]
-
-    def __str__(self) -> str:
-        size = f"N={self.layers}" if self.family == "TinyNetwork" else f"layers={self.layers}"
-        aux = ", auxiliary" if self.auxiliary else ""
-        return f"{self.family}(C={self.C}, {size}{aux})"
-
-
 def build_network(
     genotype: AnyGenotype,
     *,
@@ -116,25 +107,18 @@ def build_network(
     ImageNet-sized data (``image_size > 64``) gets ``NetworkImageNet``; an NB201 cell
     ``TinyNetwork`` (which has no auxiliary head: ``auxiliary`` is ignored there).
     """
-    if isinstance(genotype, NB201Genotype):
-        net: nn.Module = TinyNetwork(nb201_C, nb201_N, genotype, num_classes)
-        input_size = (3, image_size, image_size)
-        return net, NetworkSpec("TinyNetwork", nb201_C, nb201_N, False, False, input_size)
-    assert isinstance(genotype, DartsGenotype)
-    if image_size > 64:
-        net = NetworkImageNet(darts_C, num_classes, darts_layers, auxiliary, genotype)
-        family = "NetworkImageNet"
-        input_size = (3, 224, 224)
-    else:
-        if auxiliary and image_size != 32:
-            raise ValueError(
-                f"model.auxiliary=true needs 32x32 images (NetworkCIFAR's auxiliary head pools "
-                f"an 8x8 map); this data has {image_size}x{image_size}: set model.auxiliary=false"
-            )
-        net = NetworkCIFAR(darts_C, num_classes, darts_layers, auxiliary, genotype)
-        family = "NetworkCIFAR"
-        input_size = (3, image_size, image_size)
-    return net, NetworkSpec(family, darts_C, darts_layers, auxiliary, True, input_size)
+    family = family_of(genotype)
+    # the model config's size section of each family (model.darts, model.nb201)
+    sizes = {"darts": (darts_C, darts_layers), "nb201": (nb201_C, nb201_N)}
+    C, layers = sizes[family.name]
+    return family.network(
+        genotype,
+        C=C,
+        layers=layers,
+        num_classes=num_classes,
+        image_size=image_size,
+        auxiliary=auxiliary,
+    )
 
 
 def network_from_config(
@@ -157,10 +141,7 @@ def network_from_config(
 
 def logits_of(output: Any, family: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(logits, auxiliary logits or None)`` of a forward pass of any family."""
-    if family == "TinyNetwork":
-        return output[1], None  # TinyNetwork returns (features, logits)
-    logits, logits_aux = output
-    return logits, logits_aux
+    return FAMILY_OF_NETWORK[family].logits(output)
 
 
 def unused_parameters(net: nn.Module, spec: NetworkSpec, device: torch.device) -> list[str]:

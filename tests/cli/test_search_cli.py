@@ -335,7 +335,11 @@ def test_resume_refuses_a_changed_config_in_one_line(tmp_path, uninterrupted):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert "was written with other values: optimizer.lr 0.025 -> 0.05, search.arch_lr " in lines[0]
-    assert "seed 0 -> 1" in lines[0] and "selection.name argmax -> pt" in lines[0]
+    assert (
+        "seed 0 -> 1" in lines[0]
+        and "selection._target_ nas.selection.argmax.Argmax -> nas.selection.perturbation"
+        in lines[0]
+    )
     assert before == snapshot(run_dir)
     # the finished 3-epoch cosine run cannot become a 4-epoch one (epoch 2's rate would change)
     proc = nas_search(run_dir, "epochs=4", "resume=true")

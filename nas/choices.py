@@ -1,0 +1,92 @@
+"""Which config of a group a run uses: the configs folder and the plug-in names.
+
+Torch-free, so that the command lines check names before torch loads. A plug-in (search
+strategy, selector) is named by the config file that chose it (``search=drnas`` ->
+``drnas``): Hydra's runtime choice when Hydra runs the job; otherwise (a config composed with
+Hydra's compose API, or read back from a run folder's ``config.yaml``) the file of the group in
+``configs/`` whose ``_target_`` is the config's, and last the class name in lower case (a
+plug-in of the user's own folders). Configs carry no ``name:`` key of their own.
+
+Importing this module registers the OmegaConf resolver ``${choice:<group>}`` (the run folder
+of ``nas-search`` is ``outputs/${space.name}-${choice:search}``).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+import nas
+
+PLUGIN_GROUPS = ("search", "selection")
+
+
+def config_dir() -> Path:
+    """The folder holding ``nas_search.yaml``: the installed package data, else the
+    checkout's ``configs/``."""
+    package = Path(nas.__file__).resolve().parent
+    for candidate in (package / "configs", package.parent / "configs"):
+        if (candidate / "nas_search.yaml").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"no configs found: expected {package / 'configs'} (installed package) or "
+        f"{package.parent / 'configs'} (source checkout); reinstall nas-toolkit"
+    )
+
+
+def options(group_dirs: list[Path]) -> list[str]:
+    """The config names of a group found in any of ``group_dirs``."""
+    return sorted({p.stem for d in group_dirs if d.is_dir() for p in d.glob("*.yaml")})
+
+
+def group_options(group: str) -> list[str]:
+    """The config names of ``group`` in the toolkit's own ``configs/``."""
+    return options([config_dir() / group])
+
+
+@cache
+def _targets(group: str) -> dict[str, str]:
+    """``_target_`` -> config name, for the files of ``group`` in ``configs/`` (first name wins)."""
+    out: dict[str, str] = {}
+    for name in group_options(group):
+        node = OmegaConf.load(config_dir() / group / f"{name}.yaml")
+        target = node.get("_target_") if isinstance(node, DictConfig) else None
+        if isinstance(target, str):
+            out.setdefault(target, name)
+    return out
+
+
+def _hydra_choice(group: str) -> str | None:
+    if not HydraConfig.initialized():
+        return None
+    value = HydraConfig.get().runtime.choices.get(group)
+    return str(value) if value else None
+
+
+def plugin_name(cfg: Any, group: str) -> str:
+    """The name of the plug-in config ``cfg[group]`` (``search`` or ``selection``)."""
+    choice = _hydra_choice(group)
+    return choice if choice is not None else target_name(cfg, group)
+
+
+def target_name(cfg: Any, group: str) -> str:
+    """The name of ``cfg[group]`` from its ``_target_`` alone (a config read back from a run
+    folder): the config file of ``configs/<group>`` with that target, else the class name in
+    lower case; "" without a ``_target_``."""
+    node = cfg.get(group) if isinstance(cfg, (DictConfig, dict)) else None
+    target = node.get("_target_") if isinstance(node, (DictConfig, dict)) else None
+    if not isinstance(target, str) or not target:
+        return ""
+    return _targets(group).get(target, target.rpartition(".")[2].lower())
+
+
+def _choice_resolver(group: str, *, _root_: DictConfig) -> str:
+    return plugin_name(_root_, group)
+
+
+if not OmegaConf.has_resolver("choice"):
+    OmegaConf.register_new_resolver("choice", _choice_resolver)

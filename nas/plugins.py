@@ -1,0 +1,93 @@
+"""Plug-ins built from their configs: a search strategy or a selector is one file plus one YAML.
+
+The seam between the configs and the third and fourth stages of the pipeline (``nas.search``,
+``nas.selection``). The config group ``search`` (or ``selection``) holds one YAML per plug-in;
+its ``_target_`` names the class, every other key is a constructor argument, and its file name
+is the plug-in's name (``nas.choices.plugin_name``). Nothing is registered anywhere else: a new
+strategy is ``my_pkg/my_strategy.py`` (a ``SearchStrategy`` subclass) and
+``configs/search/my_strategy.yaml`` (or the same file in a folder of one's own on Hydra's search
+path), and ``search=my_strategy`` runs it.
+
+Errors: a config that cannot build its plug-in (no ``_target_``, a class that cannot be
+imported, an argument the constructor does not take or a value it refuses with ``ValueError``)
+is a ``PluginError``, one line, with the original exception kept as its cause; any other
+exception raised inside the plug-in's constructor is a bug of the plug-in and propagates with
+its own traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from nas.choices import config_dir, options, plugin_name
+from nas.search.base import SearchStrategy
+from nas.selection.base import Selector
+
+KINDS: dict[str, tuple[str, type[Any]]] = {
+    "search": ("search strategy", SearchStrategy),
+    "selection": ("selector", Selector),
+}
+
+
+class PluginError(ValueError):
+    """A plug-in config that does not build its plug-in: one line saying why."""
+
+
+def available(group: str, extra_dirs: list[Path] | None = None) -> list[str]:
+    """The plug-in names of ``group`` (``search`` or ``selection``): its config files in
+    ``configs/`` and in ``extra_dirs`` (the user's config folders)."""
+    return options([config_dir() / group, *(d / group for d in extra_dirs or [])])
+
+
+def _is_bad_input(cause: BaseException | None) -> bool:
+    """Whether an exception out of ``instantiate`` is the config's fault, not the plug-in's."""
+    if cause is None:  # Hydra's own: the target cannot be located or imported
+        return True
+    if isinstance(cause, (ValueError, ImportError)):
+        return True
+    # a keyword the constructor does not take, or a required one the config lacks
+    return isinstance(cause, TypeError) and "argument" in str(cause)
+
+
+def _build(cfg: DictConfig, group: str) -> Any:
+    kind, expected = KINDS[group]
+    node = cfg.get(group)
+    name = plugin_name(cfg, group)
+    if not isinstance(node, DictConfig) or not node.get("_target_"):
+        raise PluginError(
+            f"{group} config {name!r} has no _target_ (the class to build); "
+            f"the {kind}s of configs/{group}: {', '.join(available(group))}"
+        )
+    try:
+        built = instantiate(node, _convert_="all")
+    except InstantiationException as e:
+        cause = e.__cause__
+        if cause is not None and not _is_bad_input(cause):
+            raise cause from e  # the plug-in's own bug: its traceback, not Hydra's wrapper
+        line = (str(cause) if cause is not None else str(e)).strip().splitlines()
+        raise PluginError(f"{kind} {name!r}: {line[0] if line else type(cause).__name__}") from (
+            cause or e
+        )
+    if not isinstance(built, expected):
+        raise PluginError(
+            f"{group}._target_ {node._target_} built {type(built).__name__}, "
+            f"not a {expected.__name__}"
+        )
+    return built
+
+
+def build_strategy(cfg: DictConfig) -> SearchStrategy:
+    """The search strategy of ``cfg.search``, instantiated from its ``_target_``."""
+    strategy: SearchStrategy = _build(cfg, "search")
+    return strategy
+
+
+def build_selector(cfg: DictConfig) -> Selector:
+    """The selector of ``cfg.selection``, instantiated from its ``_target_``."""
+    selector: Selector = _build(cfg, "selection")
+    return selector

@@ -1,0 +1,60 @@
+"""Every selector on the supernet of every strategy, on a space of every family.
+
+The pairings come from the registries (the config groups ``search`` and ``selection``, the
+space families of ``search_spaces.families``), so a new strategy, selector or family is tested
+here without a line added: each pairing runs a tiny search end to end (``run_search``) and must
+leave a genotype of the space and the plug-ins' names in ``genotype.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from nas.choices import config_dir
+from nas.pipeline import run_search
+from nas.plugins import available
+from search_spaces import SPACE_NAMES, get_space, parse_genotype
+from search_spaces.families import FAMILIES
+
+
+def _candidates(name: str) -> int:
+    return sum(c.num_edges * c.num_ops for c in get_space(name).cells.values())
+
+
+# one space per family, its smallest (fewest candidate ops: s1 of the DARTS-style spaces, where
+# the full DARTS space takes minutes of zero-cost scoring on 2 CPU cores)
+SPACES = [
+    min((n for n in SPACE_NAMES if get_space(n).family == f), key=_candidates) for f in FAMILIES
+]
+# the smallest supernet of each family (DARTS-style: two reduction cells need 3 cells)
+LAYERS = {"darts": 3, "nb201": 1}
+# settings that keep the known selectors to seconds; a new selector runs with its defaults
+FAST = {
+    "pt": ["selection.proj_intv=0", "selection.num_val_batches=1"],
+    "zc": [
+        "selection.pool_size=1", "selection.batch_size=8", "selection.validate_rounds=1",
+        "selection.post_C=4", "selection.post_layers=3",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("space", SPACES)
+@pytest.mark.parametrize("strategy", available("search"))
+@pytest.mark.parametrize("selector", available("selection"))
+def test_selector_on_strategy_on_space(tmp_path: Path, space: str, strategy: str, selector: str):
+    overrides = [
+        f"space={space}", f"search={strategy}", f"selection={selector}", "space.C=4",
+        f"space.layers={LAYERS[get_space(space).family]}", "batch_size=8", "data.max_items=16",
+        "epochs=1", "eval=false", "figures=false", *FAST.get(selector, []),
+    ]  # fmt: skip
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose(config_name="nas_search", overrides=overrides)
+    result = run_search(cfg, tmp_path / "run")
+    result.genotype.validate(get_space(space))
+    record = json.loads((tmp_path / "run" / "genotype.json").read_text())
+    assert (record["strategy"], record["selector"], record["space"]) == (strategy, selector, space)
+    assert parse_genotype(record["text"]) == result.genotype
