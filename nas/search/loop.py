@@ -415,6 +415,13 @@ class SearchRun:
         except ValueError as e:
             raise SearchError(str(e)) from None
         self.strategy.to(self.device)
+        if cfg.get("cost") is not None:  # issue 23: hardware-cost term (configs/cost)
+            from nas.hardware.cost import attach_cost
+
+            try:
+                attach_cost(self.strategy, cfg.cost)
+            except (ValueError, FileNotFoundError) as e:
+                raise SearchError(str(e)) from None
         self.selector = self._build_selector()
 
         self.phase = "search"  # then "select", then "done"
