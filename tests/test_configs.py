@@ -45,8 +45,16 @@ def test_search_configs_instantiate_their_strategy(search):
 
 
 @pytest.mark.parametrize("selection", _options("selection"))
-def test_selection_configs_instantiate_their_selector(selection):
-    cfg = _compose(f"selection={selection}")
+def test_selection_configs_instantiate_their_selector(selection, tmp_path):
+    extra = []
+    if selection == "budget":  # issue 23: the budget selector needs a table and a budget
+        from nas.hardware import network_layout
+        from nas.hardware.profiler import profile
+
+        layout = network_layout("nb201", C=4, layers=1, image_size=16, num_classes=10)
+        path = profile(layout, timed=False).save(tmp_path / "table.json")
+        extra = [f"selection.table={path}", "selection.budget=1.0", "selection.metric=flops"]
+    cfg = _compose(f"selection={selection}", *extra)
     selector = instantiate(_without_name(cfg.selection), _convert_="all")
     assert isinstance(selector, Selector)
     assert type(selector) is SELECTORS.get(cfg.selection.name)

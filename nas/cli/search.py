@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from nas.search.loop import SearchResult
 
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
-GROUPS = ("space", "search", "selection", "data", "experiment")
+GROUPS = ("space", "search", "selection", "data", "experiment", "cost")  # cost: issue 23
 PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
 
 

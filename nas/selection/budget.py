@@ -30,12 +30,21 @@ class BudgetArgmax(Selector):
     name = "budget"
 
     def __init__(
-        self, *, table: str, budget: float, metric: str = "latency", force: bool = False
+        self,
+        *,
+        table: str | None = None,
+        budget: float | None = None,
+        metric: str = "latency",
+        force: bool = False,
     ) -> None:
+        if not table:
+            raise ValueError("selection.table is required: the JSON file nas-profile wrote")
         if metric not in METRICS:
             raise ValueError(f"selection.metric {metric!r} is unknown; expected one of {METRICS}")
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
-            raise ValueError(f"selection.budget must be a positive number, got {budget!r}")
+            raise ValueError(
+                f"selection.budget must be a positive number ({UNITS[metric]}), got {budget!r}"
+            )
         expect = "here" if metric == "latency" else None
         self.model = CostModel.from_table(load_table(table, expect=expect, force=force), metric)
         self.budget = float(budget)

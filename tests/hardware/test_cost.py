@@ -154,7 +154,7 @@ def test_second_order_darts_scales_the_unrolled_term():
         E = model.expected(w)
         a, _ = strategy.cost.factor_and_penalty(E)
         (da,) = torch.autograd.grad(a, strategy.arch_parameters())
-    expect = float(a) * plain[0] + m["val_loss"] * da
+    expect = float(a.detach()) * plain[0] + m["val_loss"] * da
     assert torch.allclose(scaled[0], expect.float(), rtol=1e-4, atol=1e-7)
 
 
