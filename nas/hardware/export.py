@@ -135,10 +135,10 @@ def traceable_ops() -> Iterator[None]:
         (darts_mod, "concat_channels", darts_mod.concat_channels),
         (darts_mod, "concat_relu", darts_mod.concat_relu),
     ]
-    ops_mod.concat_channels = concat_channels  # type: ignore[assignment]
+    ops_mod.concat_channels = concat_channels
     ops_mod._EvenOddPixels = EvenOddPixels  # type: ignore[assignment,misc]
-    darts_mod.concat_channels = concat_channels  # type: ignore[assignment]
-    darts_mod.concat_relu = concat_relu  # type: ignore[assignment]
+    darts_mod.concat_channels = concat_channels
+    darts_mod.concat_relu = concat_relu
     try:
         yield
     finally:
