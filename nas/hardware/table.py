@@ -156,14 +156,21 @@ def mismatch(table_env: dict[str, Any], expected: dict[str, Any]) -> list[str]:
 
 
 def here_for(table_env: dict[str, Any]) -> dict[str, Any] | None:
-    """This machine's environment for the table's kind of device, dtype and memory format
-    (None: this machine has no such device)."""
+    """This machine's environment for the table's kind of device, dtype, memory format and
+    thread count (None: this machine has no such device)."""
     kind = str(table_env.get("device_type", "cpu"))
     if kind == "cuda" and not torch.cuda.is_available():
         return None
     dtype = str(table_env.get("dtype", "float32"))
-    return environment(kind, dtype if dtype in DTYPES else "float32",
+    here = environment(kind, dtype if dtype in DTYPES else "float32",
                        channels_last=bool(table_env.get("channels_last", False)))  # fmt: skip
+    # The thread count is a setting of the deployment the table describes (as the dtype is),
+    # not of the process reading it: a search may run on more threads than the target. It
+    # must still be a count this machine can run.
+    threads = table_env.get("threads")
+    if kind == "cpu" and isinstance(threads, int) and 1 <= threads <= (os.cpu_count() or 1):
+        here["threads"] = threads
+    return here
 
 
 def load_table(
