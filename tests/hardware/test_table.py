@@ -150,3 +150,14 @@ def test_bad_table_files(tmp_path):
     (tmp_path / "y.json").write_text("{")
     with pytest.raises(ValueError, match="not JSON"):
         load_table(tmp_path / "y.json")
+
+
+@pytest.mark.parametrize("space", ["s1", "s2", "s3", "s4", "s5"])
+def test_every_darts_variant_lays_out_and_builds(space):
+    layout = network_layout(space, C=4, layers=3, image_size=16, num_classes=10)
+    sp = get_space(space)
+    for ct, edges in layout.choices.items():
+        assert len(edges) == sp.cells[ct].num_edges
+        assert all(len(ops) == sp.cells[ct].num_ops for ops in edges)
+    for part in layout.parts():
+        assert part.build().eval()(torch.randn(part.input_shape(1))).shape[0] == 1
