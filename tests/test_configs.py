@@ -8,6 +8,8 @@ from hydra import compose, initialize_config_dir
 from nas.choices import plugin_name
 from nas.cli.search import CONFIG_DIR
 from nas.data import DATASETS
+from nas.hardware import network_layout
+from nas.hardware.profiler import profile
 from nas.pipeline.search import validate_config
 from nas.plugins import build_selector, build_strategy
 from nas.search import STRATEGIES, SearchStrategy
@@ -48,8 +50,13 @@ def test_search_configs_instantiate_their_strategy(search):
 
 
 @pytest.mark.parametrize("selection", _options("selection"))
-def test_selection_configs_instantiate_their_selector(selection):
-    cfg = _compose(f"selection={selection}")
+def test_selection_configs_instantiate_their_selector(selection, tmp_path):
+    extra = []
+    if selection == "budget":  # the budget selector needs a table and a budget
+        layout = network_layout("nb201", C=4, layers=1, image_size=16, num_classes=10)
+        path = profile(layout, timed=False).save(tmp_path / "table.json")
+        extra = [f"selection.table={path}", "selection.budget=1.0", "selection.metric=flops"]
+    cfg = _compose(f"selection={selection}", *extra)
     selector = build_selector(cfg)
     assert isinstance(selector, Selector)
     assert plugin_name(cfg, "selection") == selection

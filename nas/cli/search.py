@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from nas.pipeline.search import SearchResult
 
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
-GROUPS = ("space", "search", "selection", "data", "experiment")
+GROUPS = ("space", "search", "selection", "data", "experiment", "cost")
 PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
 
 

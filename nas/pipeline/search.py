@@ -51,6 +51,7 @@ from nas.analysis import write_run_figures
 from nas.bench import search_log_entry
 from nas.choices import plugin_name
 from nas.data import dataset_info
+from nas.hardware.cost import attach_cost
 from nas.plugins import PluginError, build_selector, build_strategy
 from nas.progress import start_line
 from nas.run.checkpoint import CheckpointError, load_checkpoint, seed_everything
@@ -252,6 +253,11 @@ class SearchRun(Run):
         except ValueError as e:
             raise SearchError(str(e)) from None
         self.strategy.to(self.device)
+        if self.cfg.get("cost") is not None:  # a hardware-cost term of the architecture loss
+            try:
+                attach_cost(self.strategy, self.cfg.cost)
+            except (ValueError, FileNotFoundError) as e:
+                raise SearchError(str(e)) from None
 
     def _build_strategy(self) -> SearchStrategy:
         try:

@@ -145,6 +145,9 @@ class SearchStrategy(nn.Module, abc.ABC):
         # What a selector lays over the weights (DARTS-PT's decided edges:
         # nas.selection.projection); it owns that state, the strategy only applies it.
         self.weight_override: Callable[[ArchWeights], ArchWeights] | None = None
+        # an optional hardware-cost term of the architecture loss
+        # (nas.hardware.cost.CostObjective); None = the plain validation loss
+        self.cost: Any = None
 
     # ----------------------------------------------------------------------------- set-up
 
@@ -369,8 +372,31 @@ class SearchStrategy(nn.Module, abc.ABC):
         """First-order step: the validation loss differentiated in the architecture only."""
         weights = self.arch_weights(sample=True)
         weight_grads, _, metrics = self.shard_grads(Shards.of(val_batch), weights, [], tag="val")
+        weight_grads, _ = self.add_cost(weights, weight_grads, metrics)
         self.apply_arch_grads(self.through_weights(weights, weight_grads))
         return metrics
+
+    # ---- hardware cost (nas.hardware.cost), begin
+    def add_cost(
+        self,
+        weights: ArchWeights,
+        weight_grads: list[Tensor | None],
+        metrics: dict[str, Tensor],
+    ) -> tuple[list[Tensor | None], Tensor | None]:
+        """With a cost objective set, turn the gradients of this process's share of the
+        validation loss (w.r.t. the mixing weights) into those of the cost-aware loss, and
+        log the expected cost; returns them and the loss's factor on CE (None without a cost)."""
+        if self.cost is None:
+            return weight_grads, None
+        world = D.get_world_size()
+        grads, factor, expected = self.cost.adjust_weight_grads(
+            weights, weight_grads, metrics["val_loss"], world
+        )
+        # shares of a global value: the loop sums the metrics over the ranks
+        metrics[f"expected_{self.cost.model.metric}"] = expected / world
+        return grads, factor
+
+    # ---- hardware cost, end
 
     def log_state(self) -> dict[str, Any]:
         """Strategy state worth logging every epoch (stage, K, how evaluation weights are made)."""

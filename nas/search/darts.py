@@ -111,6 +111,8 @@ class DARTS(SearchStrategy):
             # dalpha = grad_alpha L_val(w', alpha), v = grad_w' L_val(w', alpha)
             weights = self.arch_weights(sample=True)
             weight_grads, v, metrics = self.shard_grads(val, weights, params, tag="val")
+            # cost-aware loss a(E) * CE + c(E): the unrolled term scales by a(E)
+            weight_grads, cost_factor = self.add_cost(weights, weight_grads, metrics)
             dalpha = self.through_weights(weights, weight_grads)
             v_global = _zeros_for_none(D.sum_over_ranks(v, params), params)
             hvp = self._hessian_vector_product(v_global, backup, train)
@@ -119,6 +121,8 @@ class DARTS(SearchStrategy):
                 for p, b in zip(params, backup):
                     p.copy_(b)
         alphas = self.arch_parameters()
+        if cost_factor is not None:
+            hvp = [None if h is None else h * cost_factor.to(h.dtype) for h in hvp]
         final = [
             da - eta * h
             for da, h in zip(_zeros_for_none(dalpha, alphas), _zeros_for_none(hvp, alphas))

@@ -2,12 +2,14 @@
 
 from nas.selection.argmax import Argmax, argmax_genotype
 from nas.selection.base import SELECTORS, Selector
+from nas.selection.budget import BudgetArgmax
 from nas.selection.perturbation import PerturbationSelection, evaluate_variants
 from nas.selection.zero_cost import ZeroCostSelection
 
 __all__ = [
     "SELECTORS",
     "Argmax",
+    "BudgetArgmax",
     "PerturbationSelection",
     "Selector",
     "argmax_genotype",

@@ -1,0 +1,233 @@
+"""Latency-aware NB201 search on this machine: targets x seeds, ranks, and the Pareto plot.
+
+For each latency target T (ms, from a ``nas-profile`` table of NB201's TinyNetwork, C=16, N=5)
+and seed, runs ``nas-search`` at the quickstart's scale (C=8, one cell per stage, 1,600
+images, 3 epochs) with the cost term (``cost=latency cost.target=T``, ProxylessNAS's
+``mul_log`` unless ``--form``) and the budget selector (``selection=budget
+selection.budget=T``: the found cell's table latency is <= T by construction), plus the
+unconstrained search (plain argmax) per seed, and the budget selector alone on the
+unconstrained search's final weights ("budget only"). For every found cell it reports the
+benchmark's CIFAR-10 test accuracy, the table latency, the measured latency of the whole
+network (same protocol as the table), its rank among all cells within T by the table, and the
+best such cell.
+
+Then draws the exact front (all 15,625 cells: CIFAR-10 test accuracy over table latency) with
+the found cells and the targets, and writes ``<out>/results.json``, ``<out>/results.md`` and
+``<out>/pareto.png``. ``--plot-only`` draws the front alone.
+
+    nas-profile --space nb201 --threads 1 -o tables/nb201-cpu.json
+    python experiments/benchmarks/nb201_latency_search.py --table tables/nb201-cpu.json \
+        --targets 4 6 --seeds 0 1 2 --out outputs/latency_search
+
+Timings depend on the machine's other work: run it on a quiet machine for figures to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nas.bench.nb201 import NB201
+from nas.hardware.cost import CostModel, budget_argmax_genotype
+from nas.hardware.export import Logits
+from nas.hardware.pareto import best_within, hypervolume, nb201_costs, pareto_front, rank_within
+from nas.hardware.profiler import time_module
+from nas.hardware.table import load_table
+from search_spaces.nb201 import NUM_ARCHS, TinyNetwork, arch_to_index
+
+SCALE = [
+    "space=nb201",
+    "space.C=8",
+    "space.layers=1",
+    "epochs=3",
+    "data.max_items=1600",
+    "eval=false",
+    "figures=false",
+]
+
+
+def search(out: Path, seed: int, table: str, target: float | None, form: str) -> dict:
+    run = out / ("free" if target is None else f"T{target:g}") / f"seed{seed}"
+    if not (run / "genotype.json").is_file():
+        extra = (
+            []
+            if target is None
+            else [
+                "cost=latency",
+                f"cost.table={table}",
+                f"cost.target={target}",
+                f"cost.form={form}",
+                "selection=budget",
+                f"selection.table={table}",
+                f"selection.budget={target}",
+            ]
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "nas.cli.search",
+            *SCALE,
+            f"seed={seed}",
+            *extra,
+            f"hydra.run.dir={run}",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"nas-search failed ({run}): {proc.stderr.strip()[-500:]}")
+    record = json.loads((run / "genotype.json").read_text())
+    return {
+        "run": str(run),
+        "arch": record["genotype"]["arch"] if "arch" in record["genotype"] else record.get("arch"),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--table", required=True)
+    p.add_argument("--targets", type=float, nargs="*", default=[])
+    p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    p.add_argument("--form", default="mul_log")
+    p.add_argument("--out", default="outputs/latency_search")
+    p.add_argument("--repeats", type=int, default=50, help="timed calls per found network")
+    p.add_argument("--plot-only", action="store_true")
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = load_table(args.table)
+    torch.set_num_threads(int(table.environment["threads"] or torch.get_num_threads()))
+    model = CostModel.from_table(table, "latency")
+    cost = nb201_costs(model)
+    bench = NB201()
+    acc = np.array([bench.query(i, dataset="cifar10", split="test") for i in range(NUM_ARCHS)])
+    front = pareto_front(cost, acc)
+    results: dict = {
+        "table": args.table,
+        "environment": table.environment,
+        "front_size": len(front),
+        "hypervolume": hypervolume(cost, acc, front),
+        "load_average": os.getloadavg()[0],
+        "runs": [],
+    }
+    net = table.network
+
+    def measure(arch: str) -> float:
+        m = Logits(TinyNetwork(net["C"], net["layers"], arch, net["num_classes"]), "TinyNetwork")
+        size = net["image_size"]
+        return time_module(
+            m,
+            (table.protocol["batch"], 3, size, size),
+            device=torch.device("cpu"),
+            warmup=10,
+            repeats=args.repeats,
+        ).median_ms
+
+    if not args.plot_only:
+        for target in [None, *args.targets]:
+            for seed in args.seeds:
+                found = search(out, seed, args.table, target, args.form)
+                i = arch_to_index(found["arch"])
+                row = {
+                    "target_ms": target,
+                    "seed": seed,
+                    "index": i,
+                    "arch": found["arch"],
+                    "cifar10_test": float(acc[i]),
+                    "table_ms": float(cost[i]),
+                    "measured_ms": measure(found["arch"]),
+                }
+                if target is not None:
+                    best, _ = best_within(cost, acc, target)
+                    row.update(
+                        rank_within_target=rank_within(i, cost, acc, target),
+                        feasible=best.feasible,
+                        best_index=best.index,
+                        best_cifar10_test=best.accuracy,
+                        meets_table=bool(cost[i] <= target),
+                        meets_measured=bool(row["measured_ms"] <= target),
+                    )
+                results["runs"].append(row)
+                print(json.dumps(row), flush=True)
+        # budget only: the budget selector on the unconstrained search's final weights (the
+        # same search, no cost term), read from its last logged architecture weights
+        for target in args.targets:
+            for seed in args.seeds:
+                log = out / "free" / f"seed{seed}" / "metrics.jsonl"
+                events = [json.loads(line) for line in log.read_text().splitlines()]
+                w = [e for e in events if e.get("event") == "arch_weights"][-1]["cell"]
+                g = budget_argmax_genotype(model, {"cell": torch.tensor(w)}, None, target)
+                i = arch_to_index(g)
+                best, _ = best_within(cost, acc, target)
+                row = {"target_ms": target, "seed": seed, "index": i, "arch": str(g),
+                       "budget_only": True, "cifar10_test": float(acc[i]),
+                       "table_ms": float(cost[i]), "measured_ms": measure(str(g)),
+                       "rank_within_target": rank_within(i, cost, acc, target),
+                       "feasible": best.feasible, "best_index": best.index,
+                       "best_cifar10_test": best.accuracy}  # fmt: skip
+                results["runs"].append(row)
+                print(json.dumps(row), flush=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    lines = [
+        "| target (ms) | how | seed | cell | CIFAR-10 test | table ms | measured ms "
+        "| rank within T (of feasible) | best within T |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results["runs"]:
+        t = "none" if r["target_ms"] is None else f"{r['target_ms']:g}"
+        how = (
+            "argmax"
+            if r["target_ms"] is None
+            else "budget only"
+            if r.get("budget_only")
+            else "cost + budget"
+        )
+        rank = f"{r['rank_within_target']} ({r['feasible']})" if "feasible" in r else "-"
+        best = f"{r['best_cifar10_test']:.2f} ({r['best_index']})" if "feasible" in r else "-"
+        lines.append(
+            f"| {t} | {how} | {r['seed']} | {r['index']} | {r['cifar10_test']:.2f} "
+            f"| {r['table_ms']:.3f} | {r['measured_ms']:.3f} | {rank} | {best} |"
+        )
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter(cost, acc, s=2, c="0.8", label="all 15,625 cells (table latency)")
+    ax.plot(cost[front], acc[front], "-", c="k", lw=1.2, label="exact front")
+    for k, target in enumerate(args.targets):
+        ax.axvline(target, ls="--", c=f"C{k}", lw=0.8)
+    for r in results["runs"]:
+        if r.get("budget_only"):
+            continue  # the plot shows the searches with the cost term
+        k = None if r["target_ms"] is None else args.targets.index(r["target_ms"])
+        color = "C9" if k is None else f"C{k}"
+        label = "unconstrained" if k is None else f"T = {r['target_ms']:g} ms"
+        ax.scatter([r["table_ms"]], [r["cifar10_test"]], c=color, marker="o", s=30, label=label)
+        ax.scatter([r["measured_ms"]], [r["cifar10_test"]], c=color, marker="x", s=30)
+    handles, labels = ax.get_legend_handles_labels()
+    seen = dict(zip(labels, handles))
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
+    env = table.environment
+    ax.set_xlabel(
+        f"latency (ms), batch {table.protocol['batch']}, {env['device_name']}, "
+        f"{env['threads']} thread(s); o table, x measured"
+    )
+    ax.set_ylabel("NB201 CIFAR-10 test accuracy (%)")
+    ax.set_ylim(max(80.0, float(np.nanmin(acc[front]))) - 1, 95)
+    fig.tight_layout()
+    fig.savefig(out / "pareto.png", dpi=130)
+    print(f"wrote {out / 'pareto.png'}, {out / 'results.json'}, {out / 'results.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""``nas-profile``: measure a space's operations on this machine into a latency table.
+
+Hardware-aware search (``nas.hardware``; ProxylessNAS, Cai et al., ICLR 2019; FBNet, Wu et
+al., CVPR 2019). Every candidate op at every shape where it occurs in the discrete network,
+and the network's fixed parts, timed on this CPU (``--threads``) or CUDA device (CUDA events),
+with their exact MACs and parameters:
+
+* ``nas-profile --space nb201 -o tables/nb201-cpu.json``: NB201's TinyNetwork (C=16, N=5, 32x32);
+* ``nas-profile --space darts --device cuda --batch 64 -o tables/darts-gpu.json``: NetworkCIFAR
+  (C=36, 20 cells);
+* ``nas-profile --show tables/nb201-cpu.json [--check]``: a table's environment and entries;
+  ``--check`` refuses it if it was measured elsewhere (``--force`` accepts it).
+
+The table feeds the search's cost term (``nas-search cost=latency cost.table=...``) and the
+budget selector (``selection=budget``). Bad input prints one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_SIZE = {"nb201": (16, 5), "darts": (36, 20)}
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="nas-profile", description=__doc__.split("\n\n")[0])
+    p.add_argument("--space", default="nb201", help="nb201, darts, s1..s5 (default nb201)")
+    p.add_argument("--C", type=int, help="initial channels (NB201: 16, DARTS: 36)")
+    p.add_argument("--layers", type=int, help="NB201: cells per stage N (5); DARTS: cells (20)")
+    p.add_argument("--image-size", type=int, default=32, help="input resolution (32; IN16: 16)")
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--threads", type=int, help="CPU intra-op threads (default: torch's)")
+    p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16 (CUDA)")
+    p.add_argument("--batch", type=int, default=1, help="batch size of the timed inputs (1)")
+    p.add_argument("--warmup", type=int, default=50, help="untimed calls per part (50)")
+    p.add_argument("--repeats", type=int, default=100, help="timed calls per part (100)")
+    p.add_argument("--channels-last", action="store_true", help="NHWC inputs and weights")
+    p.add_argument("--no-time", action="store_true", help="MACs and parameters only")
+    p.add_argument("-o", "--output", help="the table file to write (JSON)")
+    p.add_argument("--show", metavar="TABLE", help="print a table file instead of profiling")
+    p.add_argument("--check", action="store_true", help="with --show: refuse a foreign table")
+    p.add_argument("--force", action="store_true", help="with --check: accept it anyway")
+    p.add_argument("-q", "--quiet", action="store_true", help="no line per part")
+    return p.parse_args(argv)
+
+
+def _show(args: argparse.Namespace) -> int:
+    # torch and the profiler load after argument parsing: --help and bad options stay instant
+    from nas.hardware.cost import CostModel
+    from nas.hardware.table import load_table
+
+    table = load_table(args.show, expect="here" if args.check else None, force=args.force)
+    env, net, proto = table.environment, table.network, table.protocol
+    print(f"latency table {table.source} ({table.created})")
+    print(
+        f"device {env['device_type']} {env['device_name']}, torch {env['torch']}, "
+        f"threads {env['threads']}, dtype {env['dtype']}, channels_last {env['channels_last']}"
+    )
+    print(
+        f"network {net['space']} C={net['C']} layers={net['layers']} "
+        f"{net['image_size']}x{net['image_size']} {net['num_classes']} classes; batch "
+        f"{proto['batch']}, {proto['warmup']} warm-up + {proto['repeats']} timed calls"
+    )
+    print(f"{'part':<44}{'median ms':>11}{'p10':>9}{'p90':>9}{'M MACs':>10}{'params':>10}")
+    for key, e in table.entries.items():
+        lat = [f"{e[k]:.4f}" if k in e else "-" for k in ("latency_ms", "p10_ms", "p90_ms")]
+        print(
+            f"{key:<44}{lat[0]:>11}{lat[1]:>9}{lat[2]:>9}"
+            f"{e['flops'] / 1e6:>10.3f}{int(e['params']):>10,}"
+        )
+    metrics = ["latency", "flops", "params"] if proto.get("timed", True) else ["flops", "params"]
+    for metric in metrics:
+        m = CostModel.from_table(table, metric)
+        lo = m.fixed + sum(float(t.min(-1).values.sum()) for t in m.per_op.values())
+        print(f"{metric}: fixed parts {m.fixed:.4f}; cheapest choice of every edge {lo:.4f}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.show:
+        return _show(args)
+    if not args.output:
+        raise ValueError("-o/--output is required: the table file to write")
+    import torch  # after argument parsing, as above
+
+    from nas.hardware.parts import Part, network_layout
+    from nas.hardware.profiler import profile
+    from search_spaces.space import get_space
+
+    family = get_space(args.space).family
+    C0, L0 = DEFAULT_SIZE[family]
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: this machine has no CUDA device")
+    layout = network_layout(
+        args.space,
+        C=args.C if args.C is not None else C0,
+        layers=args.layers if args.layers is not None else L0,
+        image_size=args.image_size,
+        num_classes=args.num_classes,
+    )
+
+    def progress(i: int, n: int, part: Part, entry: dict[str, float]) -> None:
+        if not args.quiet:
+            lat = f"{entry['latency_ms']:.4f} ms" if "latency_ms" in entry else "-"
+            print(f"[{i + 1}/{n}] {part.key:<44} {lat}", flush=True)
+
+    table = profile(
+        layout,
+        device=device,
+        dtype=args.dtype,
+        batch=args.batch,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        channels_last=args.channels_last,
+        timed=not args.no_time,
+        progress=progress,
+    )
+    path = table.save(args.output)
+    env = table.environment
+    print(
+        f"wrote {path} ({len(table.entries)} parts of {args.space} on {env['device_type']} "
+        f"{env['device_name']}, torch {env['torch']}, threads {env['threads']}, {env['dtype']})"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"nas-profile: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""Expected cost of a supernet's mixing weights as a term of the architecture loss; budgets.
+
+Hardware-aware search (``nas.hardware``). Because a latency table is additive, the cost of
+the network a supernet stands for is linear in its mixing weights:
+
+    E[cost](w) = L0 + sum_{cell type t} sum_{edge e} sum_{op o} w_{t,e,o} * l_{t,e,o}
+
+with ``L0`` the fixed parts and ``l_{t,e,o}`` the cost that op o on edge e adds over every cell
+of type t (NB201: its shared cell at the three stages, N times each). ``w`` are the weights the
+strategy hands ``Supernet.forward`` (DARTS: softmax; DrNAS: the Dirichlet sample), so
+``dE/dalpha_o = p_o (l_o - sum_o' p_o' l_o')`` under a softmax (ProxylessNAS, Cai et al., ICLR
+2019, eq. 4; NNI's ``ExpectationProfilerPenalty``). For a DARTS cell the sum runs over all 14
+edges, of which the discrete cell keeps 8: E is the mixed supernet's cost, as in FBNet.
+
+Loss forms ``loss(CE, E)`` with target T (``CostObjective.forms``):
+
+* ``mul_log``  (ProxylessNAS ``mul#log``):  alpha * CE * (log E / log T) ** beta
+* ``add_linear`` (ProxylessNAS ``add#linear``): CE + lambda * (E - T) / T
+* ``fbnet_pow`` (FBNet as written):          alpha * CE * (log E) ** beta
+* ``fbnet_logpow`` (its re-implementations): alpha * CE * log(E ** beta)
+* ``nni_add`` / ``nni_mul`` (NNI ``ProfilerPenalty``, n = phi(E / T - 1)):
+  CE + scale * n  /  CE * (1 + n) ** scale, phi in linear, positive, negative, absolute.
+
+Each is ``a(E) * CE + c(E)``. ``adjust_weight_grads`` rewrites the gradient of a process's
+share of CE with respect to the mixing weights into that of the loss, so that the strategy's
+own chain rule carries it to the architecture parameters: ``a(E) * g + CE_r * da/dw + dc/dw /
+world_size`` (the ``c`` term once over all processes). It reads only the weights, so every
+strategy that differentiates through its mixing weights gets it.
+
+Budgets: ``budget_argmax_genotype`` derives the argmax genotype among those whose table cost
+is at most a budget, by construction (section 2.4 (c) of the project's hardware notes): edge
+by edge, most confident first, the best op whose cost, plus what is decided, plus the
+cheapest completion of the undecided edges, stays within the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from nas.hardware.parts import NetworkLayout
+from nas.hardware.table import METRICS, LatencyTable
+from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from search_spaces.space import get_space
+
+UNITS = {"latency": "ms", "flops": "M MACs", "params": "M"}
+
+
+@dataclass
+class CostModel:
+    """Fixed cost and per-(cell type, edge, op) costs of one metric, from a table."""
+
+    metric: str
+    space: str
+    fixed: float
+    per_op: dict[str, Tensor]  # cell type -> [edges, ops], float64
+
+    @staticmethod
+    def from_table(table: LatencyTable, metric: str = "latency") -> CostModel:
+        layout: NetworkLayout = table.layout()
+        fixed = sum(table.value(p, metric) * n for p, n in layout.fixed)
+        per_op = {}
+        for ct, edges in layout.choices.items():
+            per_op[ct] = torch.tensor(
+                [[sum(table.value(p, metric) * n for p, n in op) for op in ops] for ops in edges],
+                dtype=torch.float64,
+            )
+        return CostModel(metric, layout.space, float(fixed), per_op)
+
+    def expected(self, weights: dict[str, Tensor]) -> Tensor:
+        """E[cost] under ``weights`` (cell type -> [edges, ops]); differentiable."""
+        total: Tensor | None = None
+        for ct, table_EO in self.per_op.items():
+            if ct not in weights:
+                raise ValueError(f"the weights lack cell type {ct!r} of the {self.space} table")
+            w = weights[ct]
+            if tuple(w.shape) != tuple(table_EO.shape):
+                raise ValueError(
+                    f"weights of {ct!r} have shape {tuple(w.shape)}; the {self.space} table has "
+                    f"{tuple(table_EO.shape)}"
+                )
+            term = (w * table_EO.to(device=w.device, dtype=w.dtype)).sum()
+            total = term if total is None else total + term
+        assert total is not None
+        return total + self.fixed
+
+    def of_genotype(self, genotype: AnyGenotype) -> float:
+        """The table cost of a discrete network."""
+        space = get_space(self.space)
+        if isinstance(genotype, NB201Genotype):
+            cell = space.cells["cell"]
+            return self.fixed + sum(
+                float(self.per_op["cell"][e.index, e.ops.index(op)])
+                for e, op in zip(cell.edges, genotype.ops)
+            )
+        if not isinstance(genotype, DartsGenotype) or space.family != "darts":
+            raise ValueError(f"genotype {genotype} does not belong to the {self.space} table")
+        total = self.fixed
+        for ct in ("normal", "reduce"):
+            cell = space.cells[ct]
+            for i, (op, src) in enumerate(genotype.cell(ct)):
+                e = cell.edge(src, cell.num_input_nodes + i // 2)
+                if op not in e.ops:
+                    raise ValueError(f"{ct} edge {src}->{e.dst} has no op {op!r} in {self.space}")
+                total += float(self.per_op[ct][e.index, e.ops.index(op)])
+        return total
+
+
+@dataclass
+class CostObjective:
+    """A cost term of the architecture loss (see the module doc for the forms)."""
+
+    model: CostModel
+    form: str
+    target: float
+    alpha: float = 0.2
+    beta: float = 0.3
+    reg_lambda: float = 0.1
+    scale: float = 1.0
+    nonlinear: str = "linear"
+
+    forms = ("mul_log", "add_linear", "fbnet_pow", "fbnet_logpow", "nni_add", "nni_mul")
+    nonlinears = ("linear", "positive", "negative", "absolute")
+
+    def __post_init__(self) -> None:
+        if self.form not in self.forms:
+            raise ValueError(f"cost.form {self.form!r} is unknown; expected one of {self.forms}")
+        if self.nonlinear not in self.nonlinears:
+            raise ValueError(
+                f"cost.nonlinear {self.nonlinear!r} is unknown; expected one of {self.nonlinears}"
+            )
+        if not (isinstance(self.target, (int, float)) and self.target > 0):
+            raise ValueError(f"cost.target must be a positive number, got {self.target!r}")
+        if self.form == "mul_log" and self.target <= 1:
+            raise ValueError(
+                f"cost.form=mul_log divides by log(target): the target must exceed 1 "
+                f"{UNITS[self.model.metric]}, got {self.target}"
+            )
+
+    def _log(self, E: Tensor) -> Tensor:
+        # log forms need E > 1 in the table's unit; clamp so that a tiny E gives no NaN
+        return torch.log(E.clamp_min(1.0 + 1e-6))
+
+    def factor_and_penalty(self, E: Tensor) -> tuple[Tensor | float, Tensor | float]:
+        """``(a(E), c(E))`` with loss = a(E) * CE + c(E)."""
+        f, T = self.form, float(self.target)
+        if f == "mul_log":
+            return self.alpha * (self._log(E) / math.log(T)) ** self.beta, 0.0
+        if f == "fbnet_pow":
+            return self.alpha * self._log(E) ** self.beta, 0.0
+        if f == "fbnet_logpow":
+            return self.alpha * self.beta * self._log(E), 0.0
+        if f == "add_linear":
+            return 1.0, self.reg_lambda * (E - T) / T
+        n = E / T - 1
+        if self.nonlinear == "positive":
+            n = n.clamp_min(0)
+        elif self.nonlinear == "negative":
+            n = n.clamp_max(0)
+        elif self.nonlinear == "absolute":
+            n = n.abs()
+        if f == "nni_add":
+            return 1.0, self.scale * n
+        return (1 + n) ** self.scale, 0.0
+
+    def loss(self, ce: Tensor, weights: dict[str, Tensor]) -> Tensor:
+        """The whole architecture loss (for tests and for strategies that build it directly)."""
+        a, c = self.factor_and_penalty(self.model.expected(weights))
+        return a * ce + c
+
+    def adjust_weight_grads(
+        self,
+        weights: dict[str, Tensor],
+        grads: Sequence[Tensor | None],
+        ce_share: Tensor,
+        world_size: int = 1,
+    ) -> tuple[list[Tensor | None], Tensor, Tensor]:
+        """Gradients of this process's share of CE w.r.t. the mixing weights (``grads``, in
+        ``weights`` order) -> those of its share of the loss; also ``a(E)`` and ``E``."""
+        leaves = {ct: w.detach().double().requires_grad_(True) for ct, w in weights.items()}
+        with torch.enable_grad():
+            E = self.model.expected(leaves)
+            a, c = self.factor_and_penalty(E)
+            obj = a * ce_share.detach().double() + c / world_size
+            extra = torch.autograd.grad(obj, list(leaves.values()), allow_unused=True)
+        factor = a.detach() if isinstance(a, Tensor) else torch.tensor(float(a))
+        out: list[Tensor | None] = []
+        for w, g, d in zip(weights.values(), grads, extra):
+            total = None if g is None else g * factor.to(g.dtype)
+            if d is not None:
+                d = d.to(w.dtype)
+                total = d if total is None else total + d
+            out.append(total)
+        return out, factor, E.detach()
+
+    def describe(self) -> str:
+        unit = UNITS[self.model.metric]
+        return f"{self.form} on expected {self.model.metric}, target {self.target:g} {unit}"
+
+
+def build_objective(cfg: Any) -> CostObjective:
+    """A ``CostObjective`` from the ``cost`` config group (see ``configs/cost``)."""
+    from nas.hardware.table import load_table  # table imports torch-heavy profiling parts
+
+    allowed = {
+        "table", "metric", "form", "target", "alpha", "beta", "reg_lambda", "scale",
+        "nonlinear", "force",
+    }  # fmt: skip
+    unknown = sorted(set(cfg) - allowed)
+    if unknown:
+        raise ValueError(f"unknown cost keys {unknown}; cost takes {sorted(allowed)}")
+    if not cfg.get("table"):
+        raise ValueError("cost.table is required: the JSON file nas-profile wrote")
+    metric = str(cfg.get("metric", "latency"))
+    if metric not in METRICS:
+        raise ValueError(f"cost.metric {metric!r} is unknown; expected one of {METRICS}")
+    # FLOPs and parameters do not depend on the machine: only latency needs a matching table
+    expect = "here" if metric == "latency" else None
+    table = load_table(str(cfg["table"]), expect=expect, force=bool(cfg.get("force", False)))
+    if cfg.get("target") is None:
+        raise ValueError(f"cost.target is required ({UNITS[metric]})")
+    return CostObjective(
+        CostModel.from_table(table, metric),
+        form=str(cfg.get("form", "mul_log")),
+        target=float(cfg["target"]),
+        alpha=float(cfg.get("alpha", 0.2)),
+        beta=float(cfg.get("beta", 0.3)),
+        reg_lambda=float(cfg.get("reg_lambda", 0.1)),
+        scale=float(cfg.get("scale", 1.0)),
+        nonlinear=str(cfg.get("nonlinear", "linear")),
+    )
+
+
+# ------------------------------------------------------------------------------ budgets
+
+
+def _too_small(model: CostModel, budget: float, cheapest: float) -> ValueError:
+    unit = UNITS[model.metric]
+    return ValueError(
+        f"budget {budget:g} {unit} is below the cheapest network of the {model.space} table "
+        f"({cheapest:.4g} {unit}); expected a budget >= that"
+    )
+
+
+def budget_argmax_genotype(
+    model: CostModel,
+    weights: dict[str, Tensor],
+    masks: dict[str, Tensor] | None,
+    budget: float,
+) -> AnyGenotype:
+    """The argmax genotype restricted to networks whose table cost is <= ``budget``.
+
+    NB201: edges in order of their top weight, each the highest-weight op that keeps
+    decided + this op + the cheapest ops of the other undecided edges within budget.
+    DARTS cells: the same per node, each node's choice being a pair of incoming edges with a
+    non-``none`` op each, ranked by the sum of the two weights (the argmax's top-2 choice when
+    the budget does not bind)."""
+    space = get_space(model.space)
+    w = {ct: v.detach().double().cpu() for ct, v in weights.items()}
+    if masks is not None:
+        w = {ct: v.masked_fill(~masks[ct].cpu(), float("-inf")) for ct, v in w.items()}
+    tol = 1e-9 * max(1.0, abs(budget))
+    if space.family == "nb201":
+        cost = model.per_op["cell"]
+        allowed = torch.isfinite(w["cell"])
+        cheapest = [float(cost[e][allowed[e]].min()) for e in range(cost.shape[0])]
+        if model.fixed + sum(cheapest) > budget + tol:
+            raise _too_small(model, budget, model.fixed + sum(cheapest))
+        order = sorted(range(cost.shape[0]), key=lambda e: -float(w["cell"][e].max()))
+        spent = model.fixed
+        rest = sum(cheapest)
+        choice: dict[int, int] = {}
+        for e in order:
+            rest -= cheapest[e]
+            ranked = sorted(
+                (k for k in range(cost.shape[1]) if bool(allowed[e, k])),
+                key=lambda k: -float(w["cell"][e, k]),
+            )
+            for k in ranked:
+                if spent + float(cost[e, k]) + rest <= budget + tol:
+                    choice[e] = k
+                    spent += float(cost[e, k])
+                    break
+            else:  # unreachable: the cheapest op always fits
+                raise AssertionError("no feasible op")
+        cell = space.cells["cell"]
+        return NB201Genotype.from_ops([cell.edges[e].ops[choice[e]] for e in range(len(choice))])
+
+    # DARTS family: one decision per (cell type, node) over pairs of (edge, op)
+    decisions = []  # (cell type, node, options: list of (score, cost, pairs))
+    for ct in ("normal", "reduce"):
+        cell = space.cells[ct]
+        cost = model.per_op[ct]
+        for node in cell.intermediate_nodes:
+            per_edge = []
+            for edge in cell.edges_into(node):
+                ops = [
+                    (float(w[ct][edge.index, k]), float(cost[edge.index, k]), (op, edge.src))
+                    for k, op in enumerate(edge.ops)
+                    if op != "none" and math.isfinite(float(w[ct][edge.index, k]))
+                ]
+                per_edge.append(ops)
+            options = [
+                (s1 + s2, c1 + c2, (p1, p2) if s1 >= s2 else (p2, p1))
+                for ea, eb in combinations(per_edge, 2)
+                for s1, c1, p1 in ea
+                for s2, c2, p2 in eb
+            ]
+            if not options:
+                raise ValueError(f"{ct} node {node} has fewer than two edges with an allowed op")
+            decisions.append((ct, node, options))
+    cheapest = [min(c for _, c, _ in opts) for _, _, opts in decisions]
+    if model.fixed + sum(cheapest) > budget + tol:
+        raise _too_small(model, budget, model.fixed + sum(cheapest))
+    order = sorted(range(len(decisions)), key=lambda i: -max(s for s, _, _ in decisions[i][2]))
+    spent, rest = model.fixed, sum(cheapest)
+    chosen: dict[int, tuple[tuple[str, int], tuple[str, int]]] = {}
+    for i in order:
+        rest -= cheapest[i]
+        for _score, c, pair in sorted(decisions[i][2], key=lambda o: -o[0]):
+            if spent + c + rest <= budget + tol:
+                chosen[i] = pair  # stronger edge first, as the argmax lists them
+                spent += c
+                break
+        else:
+            raise AssertionError("no feasible pair")
+    cells: dict[str, list[tuple[str, int]]] = {"normal": [], "reduce": []}
+    for i, (ct, _, _) in enumerate(decisions):
+        cells[ct].extend(chosen[i])
+    steps = len(space.cells["normal"].intermediate_nodes)
+    concat = tuple(range(2, 2 + steps))
+    return DartsGenotype(
+        tuple(cells["normal"]), concat, tuple(cells["reduce"]), concat, concat_as_range=True
+    )
+
+
+def attach_cost(strategy: Any, cfg: Any) -> CostObjective:
+    """Give ``strategy`` (attached to its supernet) the cost term the ``cost`` config asks
+    for, after checking that the table is of the supernet's space."""
+    objective = build_objective(cfg)
+    space = strategy.supernet.space.name
+    if objective.model.space != space:
+        raise ValueError(
+            f"cost.table {cfg['table']} is a table of the {objective.model.space} space; this "
+            f"search is of {space}: profile {space} (nas-profile space={space})"
+        )
+    shapes = strategy.supernet.arch_shapes()
+    for ct, per_op in objective.model.per_op.items():
+        if tuple(shapes.get(ct, ())) != tuple(per_op.shape):
+            raise ValueError(
+                f"cost.table {cfg['table']}: cell {ct!r} has shape {tuple(per_op.shape)}, the "
+                f"supernet's {shapes.get(ct)}"
+            )
+    strategy.cost = objective
+    return objective

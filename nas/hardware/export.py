@@ -1,0 +1,223 @@
+"""Export a discrete network to ONNX or TorchScript, checked against PyTorch.
+
+Deployment (after ``nas.train``): the network a genotype compiles to (any form ``nas-train``
+accepts: a search's ``genotype.json`` or run folder, a published name, genotype text, an NB201
+arch string or index) is written as a file another runtime runs, and that file is run at once
+(ONNX: onnxruntime on the CPU; TorchScript: ``torch.jit.load``) on a fresh input of another
+batch size, its logits compared with PyTorch's (default tolerance 1e-4, absolute). The export
+is refused in one line if they differ.
+
+ONNX goes through ``torch.onnx.export(dynamo=True)`` (``torch.export``), which handles the
+networks' custom autograd Functions (fused ReLU-concatenation, even/odd pixel picking) by their
+forward. TorchScript's tracer cannot save Python Functions, so they are swapped for their plain
+tensor equivalents while tracing (``traceable_ops``); the check against the unswapped network
+then shows that the swap computes the same thing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from nas.train.model import build_network, logits_of, resolve_train_genotype
+from search_spaces import darts as darts_mod
+from search_spaces import ops as ops_mod
+from search_spaces.genotype import AnyGenotype, NB201Genotype
+
+
+class Logits(nn.Module):
+    """The network's logits only (a deployed network has no auxiliary head or features)."""
+
+    def __init__(self, net: nn.Module, family: str) -> None:
+        super().__init__()
+        self.net = net
+        self.family = family
+
+    def forward(self, x: Tensor) -> Tensor:
+        return logits_of(self.net(x), self.family)[0]
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    genotype: AnyGenotype
+    C: int
+    layers: int
+    num_classes: int
+    image_size: int
+
+
+def build_for_export(
+    genotype_spec: Any,
+    *,
+    C: int | None = None,
+    layers: int | None = None,
+    num_classes: int = 10,
+    image_size: int = 32,
+    weights: str | None = None,
+    seed: int = 0,
+) -> tuple[Logits, ExportSpec, tuple[int, int, int]]:
+    """The eval-mode network of ``genotype_spec`` (NB201 default C=16, N=5; DARTS C=36, 20
+    cells), with ``weights`` (a state dict or a nas-train checkpoint / run folder) or a
+    seeded initialisation."""
+    genotype = resolve_train_genotype(genotype_spec)
+    nb201 = isinstance(genotype, NB201Genotype)
+    C = C if C is not None else (16 if nb201 else 36)
+    layers = layers if layers is not None else (5 if nb201 else 20)
+    torch.manual_seed(seed)
+    net, spec = build_network(
+        genotype,
+        num_classes=num_classes,
+        image_size=image_size,
+        darts_C=C,
+        darts_layers=layers,
+        nb201_C=C,
+        nb201_N=layers,
+        auxiliary=False,
+    )
+    if weights is not None:
+        _load_weights(net, weights)
+    model = Logits(net, spec.family).eval()
+    return model, ExportSpec(genotype, C, layers, num_classes, image_size), spec.input_size
+
+
+def _load_weights(net: nn.Module, weights: str) -> None:
+    path = Path(weights).expanduser()
+    if path.is_dir():
+        for name in ("checkpoints/best.pt", "checkpoints/last.pt"):
+            if (path / name).is_file():
+                path = path / name
+                break
+        else:
+            raise FileNotFoundError(f"{path} holds no checkpoints/best.pt or checkpoints/last.pt")
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights file at {path.absolute()}")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        state = state["model"]  # a nas-train checkpoint
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} is neither a state dict nor a nas-train checkpoint")
+    # the auxiliary head trains only; the exported network has none
+    state = {k: v for k, v in state.items() if not k.startswith("auxiliary_head.")}
+    try:
+        net.load_state_dict(state)
+    except RuntimeError as e:
+        raise ValueError(
+            f"{path} does not fit this network (genotype, C or layers differ): "
+            f"{str(e).splitlines()[0]}"
+        ) from None
+
+
+@contextmanager
+def traceable_ops() -> Iterator[None]:
+    """Swap the custom autograd Functions of ``search_spaces`` for plain tensor code."""
+
+    def concat_channels(xs: list[Tensor]) -> Tensor:
+        return torch.cat(xs, dim=1)
+
+    def concat_relu(xs: list[Tensor]) -> Tensor:
+        return torch.relu(torch.cat(xs, dim=1))
+
+    class EvenOddPixels:
+        @staticmethod
+        def apply(x: Tensor) -> tuple[Tensor, Tensor]:
+            return x[:, :, ::2, ::2], x[:, :, 1::2, 1::2]
+
+    saved = [
+        (ops_mod, "concat_channels", ops_mod.concat_channels),
+        (ops_mod, "_EvenOddPixels", ops_mod._EvenOddPixels),
+        (darts_mod, "concat_channels", darts_mod.concat_channels),
+        (darts_mod, "concat_relu", darts_mod.concat_relu),
+    ]
+    ops_mod.concat_channels = concat_channels
+    ops_mod._EvenOddPixels = EvenOddPixels  # type: ignore[assignment,misc]
+    darts_mod.concat_channels = concat_channels
+    darts_mod.concat_relu = concat_relu
+    try:
+        yield
+    finally:
+        for mod, name, value in saved:
+            setattr(mod, name, value)
+
+
+def _check(name: str, got: Tensor, want: Tensor, tol: float) -> float:
+    err = float((got.float() - want.float()).abs().max())
+    if not err <= tol:
+        raise ValueError(
+            f"the exported {name} file's logits differ from PyTorch's by {err:.3g} "
+            f"(tolerance {tol:g}); the export is wrong"
+        )
+    return err
+
+
+def export_onnx(
+    model: Logits,
+    input_size: tuple[int, int, int],
+    path: str | Path,
+    *,
+    batch: int = 1,
+    opset: int = 18,
+    tol: float = 1e-4,
+) -> float:
+    """Write ``model`` as ONNX (dynamic batch) and check it with onnxruntime; returns the
+    largest absolute logit difference."""
+    try:
+        import onnxruntime as ort  # optional extra (export): loaded only to check a file
+    except ImportError:
+        raise ValueError(
+            'ONNX export needs onnx, onnxscript and onnxruntime: pip install "nas-toolkit[export]"'
+        ) from None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # torch.export specialises a dimension of size 1: trace with 2 so the batch stays dynamic
+    x = torch.randn(max(batch, 2), *input_size, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.onnx.export(
+            model,
+            (x,),
+            str(path),
+            input_names=["images"],
+            output_names=["logits"],
+            opset_version=opset,
+            dynamo=True,
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+            verbose=False,
+        )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    check = torch.randn(batch + 1, *input_size, generator=torch.Generator().manual_seed(2))
+    got = torch.from_numpy(session.run(None, {"images": check.numpy()})[0])
+    with torch.no_grad():
+        want = model(check)
+    return _check("ONNX", got, want, tol)
+
+
+def export_torchscript(
+    model: Logits,
+    input_size: tuple[int, int, int],
+    path: str | Path,
+    *,
+    batch: int = 1,
+    tol: float = 1e-4,
+) -> float:
+    """Write ``model`` as a traced TorchScript file and check it after loading it back."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    x = torch.randn(batch, *input_size, generator=torch.Generator().manual_seed(1))
+    with warnings.catch_warnings():
+        # TorchScript is deprecated in favour of torch.export, but still what many C++ and
+        # mobile runtimes load
+        warnings.simplefilter("ignore", FutureWarning)
+        with torch.no_grad(), traceable_ops():
+            traced = torch.jit.trace(model, x)
+        traced.save(str(path))
+        loaded = torch.jit.load(str(path), map_location="cpu")
+    check = torch.randn(batch + 1, *input_size, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        got, want = loaded(check), model(check)
+    return _check("TorchScript", got, want, tol)

@@ -1,0 +1,81 @@
+"""Accuracy-latency fronts: the exact NB201 front from the benchmark and a latency table.
+
+Hardware-aware search (``nas.hardware``); the reporting of ProxylessNAS / FBNet (accuracy over
+latency, one search per target) made exact where it can be: NAS-Bench-201's 15,625 cells all
+have a benchmark accuracy, and the latency table predicts each one's latency, so the best
+accuracy reachable under every latency is known and a search's result can be placed against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nas.hardware.cost import CostModel
+from search_spaces.nb201 import NUM_ARCHS, index_to_arch
+from search_spaces.op_names import NB201_OPS
+
+
+def nb201_costs(model: CostModel) -> np.ndarray:
+    """The table cost of every NB201 cell, indexed by benchmark index."""
+    if model.space != "nb201":
+        raise ValueError(f"expected an nb201 table, got one of {model.space}")
+    per_op = model.per_op["cell"].numpy()
+    out = np.empty(NUM_ARCHS)
+    for i in range(NUM_ARCHS):
+        ops = [part.split("~")[0] for part in index_to_arch(i).replace("+", "").split("|") if part]
+        out[i] = model.fixed + sum(per_op[e, NB201_OPS.index(op)] for e, op in enumerate(ops))
+    return out
+
+
+def pareto_front(cost: Sequence[float], accuracy: Sequence[float]) -> list[int]:
+    """Indices of the front: sorted by cost (ties: best accuracy first), each point kept if its
+    accuracy is strictly above every cheaper point's. NaN accuracies are skipped."""
+    order = sorted(
+        (i for i in range(len(cost)) if not np.isnan(accuracy[i])),
+        key=lambda i: (cost[i], -accuracy[i]),
+    )
+    front, best = [], -np.inf
+    for i in order:
+        if accuracy[i] > best:
+            front.append(i)
+            best = accuracy[i]
+    return front
+
+
+def hypervolume(cost: Sequence[float], accuracy: Sequence[float], front: Sequence[int]) -> float:
+    """Area dominated by ``front`` up to the reference (max cost, min accuracy of all points)."""
+    ref_c = max(cost)
+    ref_a = min(a for a in accuracy if not np.isnan(a))
+    area, prev_a = 0.0, ref_a
+    for i in front:  # ascending cost, ascending accuracy
+        area += (ref_c - cost[i]) * (accuracy[i] - prev_a)
+        prev_a = accuracy[i]
+    return area
+
+
+@dataclass(frozen=True)
+class BudgetBest:
+    budget: float
+    index: int
+    accuracy: float
+    feasible: int  # cells within the budget
+
+
+def best_within(
+    cost: np.ndarray, accuracy: np.ndarray, budget: float
+) -> tuple[BudgetBest, np.ndarray]:
+    """The most accurate cell whose cost is within ``budget``, and the feasible cells' mask."""
+    mask = (cost <= budget) & ~np.isnan(accuracy)
+    if not mask.any():
+        raise ValueError(f"no NB201 cell costs <= {budget:g}")
+    idx = int(np.flatnonzero(mask)[np.argmax(accuracy[mask])])
+    return BudgetBest(budget, idx, float(accuracy[idx]), int(mask.sum())), mask
+
+
+def rank_within(index: int, cost: np.ndarray, accuracy: np.ndarray, budget: float) -> int:
+    """1-based rank of cell ``index`` by accuracy among the cells within ``budget``."""
+    _, mask = best_within(cost, accuracy, budget)
+    return int((accuracy[mask] > accuracy[index]).sum()) + 1
