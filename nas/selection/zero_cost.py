@@ -29,7 +29,10 @@ NB201 proxies other than naswot to its TE-NAS pruning (``networks_proposal.py:19
 ``pt_project``'s proxy branch for every proxy, with the projection batch in place of its
 undefined ``train_queue`` (line 360). Edge order, alphas and network initialisations come from a
 seeded generator stored in the checkpoint (an interrupted selection resumes to the same pool).
-On DARTS-style spaces ``none`` is not a candidate (as our DARTS-PT).
+Every unmasked op of an edge is a candidate, ``none`` included, on every space: the reference
+loops over all op indices (``sota/cnn/init_projection.py:60``, ``project_op``, as DARTS-PT's
+``projection.py``); removing ``none`` leaves the supernet's output as it is. An edge decided
+for ``none`` on a DARTS-style space derives as DARTS-PT's does (``none`` is never a derived op).
 """
 
 from __future__ import annotations
@@ -179,7 +182,6 @@ class ZeroCostSelection(Selector):
         self, ctx: Any, val_data: Any, strategy: SearchStrategy, cell_type: str
     ) -> list[dict[str, Any]]:
         supernet = strategy.supernet
-        selects_inputs = supernet.space.selects_inputs
         cell = supernet.space.cells[cell_type]
         decisions: list[dict[str, Any]] = []
         while True:
@@ -189,11 +191,7 @@ class ZeroCostSelection(Selector):
                 return decisions
             edge = self._pick(undecided)
             mask = supernet.op_mask(cell_type)[edge]
-            candidates = [
-                k
-                for k, op in enumerate(cell.edges[edge].ops)
-                if bool(mask[k]) and not (selects_inputs and op == "none")
-            ]
+            candidates = [k for k in range(len(cell.edges[edge].ops)) if bool(mask[k])]
             batch = self._batch(ctx, val_data, self.batch_size)
             base = self._base(strategy)
             scores = [

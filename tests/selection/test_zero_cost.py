@@ -87,6 +87,13 @@ def test_returns_a_valid_genotype(space, proxy):
             assert all(any(op in e.ops for e in edges) for op, _ in pairs)
             for node in range(4):  # two distinct inputs per node
                 assert len({src for _, src in pairs[2 * node : 2 * node + 2]}) == 2
+        # every op of an edge is a candidate, `none` included, as in the reference (project_op)
+        cells = strategy.supernet.space.cells
+        op_decisions = [d for r in runs for d in r["decisions"] if "candidates" in d]
+        assert op_decisions and all(
+            d["candidates"] == list(cells[d["cell_type"]].edges[d["edge"]].ops)
+            for d in op_decisions
+        )
     post = [e for e in ctx.events if e["event"] == "zc_post_validation"]
     assert len(post) == 1 and str(genotype) in post[0]["genotypes"]
     after = strategy.supernet.state_dict()
