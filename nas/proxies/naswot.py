@@ -72,6 +72,19 @@ def _relu_units(op: nn.Module, shape: tuple[int, ...], cache: dict[Any, int]) ->
     return cache[key]
 
 
+def hamming_kernel(x: Tensor) -> Tensor:
+    """K_ij = c_i . c_j + (1 - c_i) . (1 - c_j) for the binary codes c = [x > 0] of the images
+    of ``x`` (float64 [N, N]), with one product instead of two: the second term is
+    U - |c_i| - |c_j| + c_i . c_j (U units). Every entry is an integer below 2^24, so float32
+    products are exact whatever the summation order."""
+    units = x[0].numel()
+    exact = torch.float32 if units < 2**24 else torch.float64
+    c = (x.reshape(x.shape[0], -1) > 0).to(exact)
+    same = c @ c.t()
+    ones = c.sum(dim=1)
+    return (2.0 * same - ones[:, None] - ones[None, :] + float(c.shape[1])).double()
+
+
 def naswot_kernel(
     net: Scorable, x: Tensor, *, bn: str = "train", zero_ops_run: bool = True
 ) -> np.ndarray:
@@ -85,11 +98,15 @@ def naswot_kernel(
 
     measuring = False  # while _relu_units runs an op on zeros, the kernel's hooks keep out
 
+    # A wrapper whose name holds "ReLU" (ReLUConvBN) and the nn.ReLU inside it read the same
+    # input tensor: its kernel term is computed once and added twice, as the reference adds it.
+    last: list[Any] = [None, None]  # (the input tensor, its term); holding it keeps its id
+
     def add(x_in: Tensor) -> None:
         nonlocal kernel
-        c = (x_in.reshape(x_in.shape[0], -1) > 0).to(torch.float32)
-        k = c @ c.t() + (1.0 - c) @ (1.0 - c).t()
-        kernel = kernel + k.double()
+        if last[0] is not x_in:
+            last[0], last[1] = x_in, hamming_kernel(x_in)
+        kernel = kernel + last[1]
 
     def pre(m: nn.Module, inp: tuple[Tensor, ...]) -> None:
         if not measuring:

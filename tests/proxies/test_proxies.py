@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from nas.proxies import PROXIES, ProxyError, Scorable, get_proxy, proxy_inputs, score_many
 from nas.proxies.harness import training_images
-from nas.proxies.naswot import logdet, naswot_kernel
+from nas.proxies.naswot import hamming_kernel, logdet, naswot_kernel
 from nas.supernet import build_supernet
 from search_spaces.darts import NetworkCIFAR
 from search_spaces.nb201 import TinyNetwork
@@ -45,6 +45,17 @@ def test_synflow_of_two_linear_layers_is_its_closed_form():
     assert score == pytest.approx(2 * r, rel=1e-12)
     assert net[0].weight.dtype == torch.float32  # the scored network is left as it was
     assert (net[0].weight < 0).any()
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (16, 8, 6, 6), (4, 3, 40, 40)])
+def test_hamming_kernel_equals_the_two_products(shape):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    x[0] = x[1]  # two identical codes
+    c = (x.reshape(shape[0], -1) > 0).double()
+    expected = c @ c.t() + (1 - c) @ (1 - c).t()
+    k = hamming_kernel(x)
+    assert k.dtype == torch.float64 and torch.equal(k, expected)
+    assert k[0, 1] == c.shape[1]  # identical codes agree on every unit
 
 
 def test_naswot_kernel_of_known_activation_patterns():
