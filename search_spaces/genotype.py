@@ -66,6 +66,33 @@ class DartsGenotype:
     cell_types: ClassVar[tuple[str, ...]] = ("normal", "reduce")
     input_nodes: ClassVar[tuple[int, ...]] = (0, 1)  # c_{k-2}, c_{k-1}
     keeps_every_edge: ClassVar[bool] = False  # two inputs per node; never a `none` op
+    # how a cell is drawn (nas.analysis): figure inches, and where an op label sits along an
+    # edge longer than 3 units (nearer the node it feeds: a node's two labels come from two sides)
+    figure_size: ClassVar[tuple[float, float]] = (8.5, 3.6)
+    long_edge_label_at: ClassVar[float] = 0.62
+
+    @staticmethod
+    def node_label(node: int) -> str:
+        """The display name of cell node ``node`` (``Edge.src`` / ``Edge.dst`` indices), in
+        matplotlib mathtext."""
+        return "$c_{k-2}$" if node == 0 else "$c_{k-1}$" if node == 1 else str(node - 2)
+
+    @staticmethod
+    def cell_title(cell_type: str) -> str:
+        return f"{cell_type} cell"
+
+    @staticmethod
+    def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
+        """Positions of a drawn cell's ``(name, kind)`` nodes: the two inputs stacked on the
+        left, the intermediate nodes zigzagging right, the output last."""
+        inputs = [n for n, k in nodes if k == "input"]
+        inner = [n for n, k in nodes if k == "node"]
+        output = [n for n, k in nodes if k == "output"]
+        pos = {inputs[0]: (0.0, 1.1), inputs[1]: (0.0, -1.1)}
+        for i, n in enumerate(inner):
+            pos[n] = (2.4 * (i + 1), 1.0 if i % 2 == 0 else -1.0)
+        pos[output[0]] = (2.4 * (len(inner) + 1), 0.0)
+        return pos
 
     def __post_init__(self) -> None:
         for cell in ("normal", "reduce"):
@@ -188,6 +215,22 @@ class NB201Genotype:
     cell_types: ClassVar[tuple[str, ...]] = ("cell",)
     input_nodes: ClassVar[tuple[int, ...]] = (0,)
     keeps_every_edge: ClassVar[bool] = True  # every edge, `none` an op like the others
+    figure_size: ClassVar[tuple[float, float]] = (6.5, 3.2)  # drawing: see DartsGenotype
+    long_edge_label_at: ClassVar[float] = 0.5
+
+    @staticmethod
+    def node_label(node: int) -> str:
+        return str(node)
+
+    @staticmethod
+    def cell_title(cell_type: str) -> str:
+        return "NB201 cell"
+
+    @staticmethod
+    def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
+        """Input left, the two intermediate nodes above, output right."""
+        names = [n for n, _ in nodes]
+        return dict(zip(names, [(0.0, 0.0), (2.2, 1.5), (4.4, 1.5), (6.6, 0.0)]))
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -271,6 +314,19 @@ class NB201Genotype:
 
 
 AnyGenotype = Union[DartsGenotype, NB201Genotype]  # noqa: UP007 (a runtime alias)
+GENOTYPE_TYPES: dict[str, type[DartsGenotype] | type[NB201Genotype]] = {
+    g.family: g for g in (DartsGenotype, NB201Genotype)
+}  # space family -> its genotype class
+
+
+def genotype_type(family: str) -> type[DartsGenotype] | type[NB201Genotype]:
+    """The genotype class of a space family (``Space.family``)."""
+    try:
+        return GENOTYPE_TYPES[family]
+    except KeyError:
+        raise ValueError(
+            f"unknown space family {family!r}; expected one of {', '.join(GENOTYPE_TYPES)}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------- formatting

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nas.analysis.style import new_figure, op_color, save_figure
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype, genotype_type
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -35,7 +35,7 @@ NODE_FILL = {"input": "#b4eeb4", "node": "#add8e6", "output": "#eee8aa"}  # DART
 class CellGraph:
     """The drawable graph of one cell: named nodes and labelled edges (``op`` None: concat)."""
 
-    family: str  # "darts" or "nb201"
+    family: str  # the space family (its genotype class draws the cell: layout, labels, size)
     cell_type: str
     nodes: tuple[tuple[str, str], ...]  # (name, kind), kind: input / node / output
     edges: tuple[tuple[str, str, str | None], ...]  # (src, dst, op)
@@ -125,17 +125,7 @@ def render_dot(dot_source: str, path: str | Path, *, timeout: float = 30.0) -> P
 
 
 def _layout(graph: CellGraph) -> dict[str, tuple[float, float]]:
-    names = [n for n, _ in graph.nodes]
-    if graph.family == "nb201":
-        return dict(zip(names, [(0.0, 0.0), (2.2, 1.5), (4.4, 1.5), (6.6, 0.0)]))
-    inputs = [n for n, k in graph.nodes if k == "input"]
-    inner = [n for n, k in graph.nodes if k == "node"]
-    output = [n for n, k in graph.nodes if k == "output"]
-    pos = {inputs[0]: (0.0, 1.1), inputs[1]: (0.0, -1.1)}
-    for i, n in enumerate(inner):
-        pos[n] = (2.4 * (i + 1), 1.0 if i % 2 == 0 else -1.0)
-    pos[output[0]] = (2.4 * (len(inner) + 1), 0.0)
-    return pos
+    return genotype_type(graph.family).layout(graph.nodes)
 
 
 def _bezier(
@@ -215,7 +205,7 @@ def draw_cell(graph: CellGraph, ax: Axes, *, title: str | None = None) -> None:
             # the label sits on the edge, along it, nearer the node it feeds: the two labels
             # of a node come from two directions, and long edges do not pile up mid-figure
             long_edge = math.hypot(dx, dy) > 3.0
-            t_label = 0.62 if graph.family == "darts" and long_edge else 0.5
+            t_label = genotype_type(graph.family).long_edge_label_at if long_edge else 0.5
             lx, ly = _bezier(a, ctrl, b, t_label)
             tx = 2 * (1 - t_label) * (ctrl[0] - a[0]) + 2 * t_label * (b[0] - ctrl[0])
             ty = 2 * (1 - t_label) * (ctrl[1] - a[1]) + 2 * t_label * (b[1] - ctrl[1])
@@ -260,7 +250,7 @@ def plot_cell(
 ) -> Figure:
     """A matplotlib figure of one cell (displays inline in a notebook)."""
     graph = cell_graph(genotype, cell_type)
-    fig = new_figure(8.5, 3.6) if graph.family == "darts" else new_figure(6.5, 3.2)
+    fig = new_figure(*genotype_type(graph.family).figure_size)
     draw_cell(graph, fig.add_subplot(1, 1, 1), title=title or _default_title(graph))
     return fig
 
@@ -269,8 +259,7 @@ def plot_cells(genotype: AnyGenotype, *, title: str | None = None) -> Figure:
     """All cell types of a genotype in one matplotlib figure (normal above reduce)."""
     types = cell_types(genotype)
     graphs = [cell_graph(genotype, ct) for ct in types]
-    width = 8.5 if graphs[0].family == "darts" else 6.5
-    fig = new_figure(width, 3.4 * len(types))
+    fig = new_figure(genotype.figure_size[0], 3.4 * len(types))
     for i, graph in enumerate(graphs):
         draw_cell(graph, fig.add_subplot(len(types), 1, i + 1), title=_default_title(graph))
     if title:
@@ -279,7 +268,7 @@ def plot_cells(genotype: AnyGenotype, *, title: str | None = None) -> Figure:
 
 
 def _default_title(graph: CellGraph) -> str:
-    return "NB201 cell" if graph.family == "nb201" else f"{graph.cell_type} cell"
+    return genotype_type(graph.family).cell_title(graph.cell_type)
 
 
 def resolve_engine(engine: str) -> str:

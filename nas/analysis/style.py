@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from search_spaces.genotype import genotype_type
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -62,13 +64,7 @@ def op_short(op: str) -> str:
 def node_name(space_family: str, node: int) -> str:
     """The display name of a node index of a cell (indices as in ``Edge.src`` / ``Edge.dst``),
     with matplotlib mathtext for ``$c_{k-2}$`` / ``$c_{k-1}$``."""
-    if space_family == "nb201":
-        return str(node)
-    if node == 0:
-        return "$c_{k-2}$"
-    if node == 1:
-        return "$c_{k-1}$"
-    return str(node - 2)
+    return genotype_type(space_family).node_label(node)
 
 
 def edge_name(space_family: str, src: int, dst: int) -> str:

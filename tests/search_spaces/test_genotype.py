@@ -14,6 +14,7 @@ from search_spaces import (
     published_names,
     resolve_genotype,
 )
+from search_spaces.genotype import genotype_type
 
 
 def _published_lines(shared_data):
@@ -216,3 +217,16 @@ def test_s4_genotype_with_noise_validates():
     g = parse_genotype(json.dumps(data))
     data2 = json.loads(json.dumps(g.to_json()))
     assert data2["normal"][0] == ["noise", 0]
+
+
+def test_each_family_has_its_genotype_class_that_knows_how_it_is_drawn():
+    darts, nb201 = genotype_type("darts"), genotype_type("nb201")
+    assert darts is DartsGenotype and nb201 is NB201Genotype
+    assert [darts.node_label(i) for i in range(4)] == ["$c_{k-2}$", "$c_{k-1}$", "0", "1"]
+    assert [nb201.node_label(i) for i in range(4)] == ["0", "1", "2", "3"]
+    nodes = [("a", "input"), ("b", "input"), ("n0", "node"), ("n1", "node"), ("out", "output")]
+    pos = darts.layout(nodes)
+    assert set(pos) == {n for n, _ in nodes} and pos["out"][0] > pos["n1"][0] > pos["n0"][0]
+    assert darts.cell_title("reduce") == "reduce cell" and nb201.cell_title("cell") == "NB201 cell"
+    with pytest.raises(ValueError, match="unknown space family 'mobilenet'; expected one of"):
+        genotype_type("mobilenet")
