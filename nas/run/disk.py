@@ -70,9 +70,27 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        cause = _write_error_behind(e)
+        if cause is not None and cause is not e:
+            # torch's zip writer can hide a full disk behind the RuntimeError of its cleanup
+            # ("unexpected pos"): report the write error itself
+            raise cause from None
         raise
+
+
+def _write_error_behind(error: BaseException) -> OSError | None:
+    """The write error (``is_write_error``) in ``error``'s chain of causes and contexts."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if is_write_error(current):
+            assert isinstance(current, OSError)
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

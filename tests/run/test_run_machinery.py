@@ -6,6 +6,7 @@ the pieces, and the meaning of a resume with more epochs, on in-process runs.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from nas.run.disk import atomic_write
 from nas.run.folder import RunFolder
 from nas.run.lock import RunFolderBusy, RunLock
 from nas.run.resume import changed_keys, check_epochs, check_same_config
@@ -165,3 +167,21 @@ def test_a_finished_training_run_on_a_step_schedule_extends_exactly(tmp_path, on
     b = torch.load(tmp_path / "ext" / "checkpoints" / "last.pt", weights_only=False)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert _lrs(tmp_path / "ext") == pytest.approx([0.025, 0.025 * 0.97])
+
+
+def test_atomic_write_reports_a_full_disk_hidden_behind_a_cleanup_error(tmp_path):
+    # torch.save's zip writer, on a full disk: the OSError, then a RuntimeError from its cleanup
+    def write(f):
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos") from None
+
+    target = tmp_path / "last.pt"
+    target.write_bytes(b"old")
+    with pytest.raises(OSError) as info:
+        atomic_write(target, write)
+    assert info.value.errno == errno.ENOSPC
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+    with pytest.raises(RuntimeError, match="a bug"):  # anything else stays what it is
+        atomic_write(target, lambda f: (_ for _ in ()).throw(RuntimeError("a bug")))

@@ -15,6 +15,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from nas.choices import config_dir
+from nas.hardware import network_layout
+from nas.hardware.profiler import profile
 from nas.pipeline import run_search
 from nas.plugins import available
 from search_spaces import SPACE_NAMES, get_space, parse_genotype
@@ -42,6 +44,17 @@ FAST = {
 }  # fmt: skip
 
 
+def _required(selector: str, space: str, tmp_path: Path) -> list[str]:
+    """What a selector cannot run without: the budget selector needs a cost table of the
+    supernet's space (FLOPs: no timing) and a budget."""
+    if selector != "budget":
+        return []
+    layers = LAYERS[get_space(space).family]
+    layout = network_layout(space, C=4, layers=layers, image_size=32, num_classes=10)
+    table = profile(layout, timed=False).save(tmp_path / "table.json")
+    return [f"selection.table={table}", "selection.budget=1000", "selection.metric=flops"]
+
+
 @pytest.mark.parametrize("space", SPACES)
 @pytest.mark.parametrize("strategy", available("search"))
 @pytest.mark.parametrize("selector", available("selection"))
@@ -50,6 +63,7 @@ def test_selector_on_strategy_on_space(tmp_path: Path, space: str, strategy: str
         f"space={space}", f"search={strategy}", f"selection={selector}", "space.C=4",
         f"space.layers={LAYERS[get_space(space).family]}", "batch_size=8", "data.max_items=16",
         "epochs=1", "eval=false", "figures=false", *FAST.get(selector, []),
+        *_required(selector, space, tmp_path),
     ]  # fmt: skip
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="nas_search", overrides=overrides)
