@@ -29,7 +29,8 @@ from torch import Tensor, nn
 from nas.train.model import build_network, logits_of, resolve_train_genotype
 from search_spaces import darts as darts_mod
 from search_spaces import ops as ops_mod
-from search_spaces.genotype import AnyGenotype, NB201Genotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
 
 
 class Logits(nn.Module):
@@ -67,9 +68,9 @@ def build_for_export(
     cells), with ``weights`` (a state dict or a nas-train checkpoint / run folder) or a
     seeded initialisation."""
     genotype = resolve_train_genotype(genotype_spec)
-    nb201 = isinstance(genotype, NB201Genotype)
-    C = C if C is not None else (16 if nb201 else 36)
-    layers = layers if layers is not None else (5 if nb201 else 20)
+    paper_C, paper_layers = family_of(genotype).paper_size
+    C = C if C is not None else paper_C
+    layers = layers if layers is not None else paper_layers
     torch.manual_seed(seed)
     net, spec = build_network(
         genotype,
