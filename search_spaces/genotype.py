@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, TypeGuard, Union
 
 from search_spaces.op_names import OP_NAMES as OPS
 from search_spaces.space import Space, get_space
@@ -63,6 +63,7 @@ class DartsGenotype:
     concat_as_range: bool = field(default=False, compare=False)
 
     family: ClassVar[str] = "darts"
+    space_name: ClassVar[str] = "darts"  # the family's reference space (a run naming none)
     cell_types: ClassVar[tuple[str, ...]] = ("normal", "reduce")
     input_nodes: ClassVar[tuple[int, ...]] = (0, 1)  # c_{k-2}, c_{k-1}
     keeps_every_edge: ClassVar[bool] = False  # two inputs per node; never a `none` op
@@ -212,6 +213,7 @@ class NB201Genotype:
     nodes: tuple[tuple[OpInput, ...], ...]
 
     family: ClassVar[str] = "nb201"
+    space_name: ClassVar[str] = "nb201"
     cell_types: ClassVar[tuple[str, ...]] = ("cell",)
     input_nodes: ClassVar[tuple[int, ...]] = (0,)
     keeps_every_edge: ClassVar[bool] = True  # every edge, `none` an op like the others
@@ -327,6 +329,22 @@ def genotype_type(family: str) -> type[DartsGenotype] | type[NB201Genotype]:
         raise ValueError(
             f"unknown space family {family!r}; expected one of {', '.join(GENOTYPE_TYPES)}"
         ) from None
+
+
+def is_genotype(obj: object) -> TypeGuard[AnyGenotype]:
+    """Whether ``obj`` is a genotype of any family."""
+    return isinstance(obj, tuple(GENOTYPE_TYPES.values()))
+
+
+def family_of_cell_types(cell_types: Iterable[str]) -> str:
+    """The family whose genotypes have all these cell types (e.g. the keys of a run's logged
+    architecture weights, where the run folder names no known space); the first family
+    (DARTS) when none has them all."""
+    names = set(cell_types)
+    for family, g in GENOTYPE_TYPES.items():
+        if names <= set(g.cell_types):
+            return family
+    return next(iter(GENOTYPE_TYPES))
 
 
 # ---------------------------------------------------------------------------------- formatting

@@ -13,7 +13,7 @@ from functools import cache
 from search_spaces.genotype import (
     AnyGenotype,
     DartsGenotype,
-    NB201Genotype,
+    is_genotype,
     parse_darts_genotype,
     parse_genotype,
 )
@@ -86,7 +86,7 @@ def published_genotype(name: str) -> DartsGenotype:
 
 def resolve_genotype(spec: AnyGenotype | str) -> AnyGenotype:
     """A genotype from a genotype object, a published name, or any text ``parse_genotype`` reads."""
-    if isinstance(spec, (DartsGenotype, NB201Genotype)):
+    if is_genotype(spec):
         return spec
     if not isinstance(spec, str):
         raise ValueError(

@@ -151,3 +151,25 @@ def test_names_without_hydra_come_from_the_config_files():
 
 def _config(group: str, name: str) -> Path:
     return config_dir() / group / f"{name}.yaml"
+
+
+def test_a_new_config_group_is_a_new_folder(tmp_path, capsys):
+    """nas-search's command-line check takes its groups from the config folders: a group in a
+    folder of one's own (like issue 23's cost/) is checked with no edit of the toolkit."""
+    from nas.cli.search import GROUPS, check_config, search_groups
+
+    assert {"space", "search", "selection", "data", "experiment", "cost"} <= set(GROUPS)
+    assert "train" not in GROUPS and "hydra" not in GROUPS
+    configs = tmp_path / "configs"
+    (configs / "widgets").mkdir(parents=True)
+    (configs / "widgets" / "gear.yaml").write_text("teeth: 12\n")
+    argv = [f"hydra.searchpath=[file://{configs}]", "space=nb201"]
+    assert "widgets" in search_groups(argv) and "widgets" not in GROUPS
+    check_config([*argv, "+widgets=gear"])  # a known name: accepted (and composed)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        check_config([*argv, "+widgets=sprocket"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "nas-search: error: unknown widgets 'sprocket'; expected one of gear"
+    ]

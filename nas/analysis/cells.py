@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nas.analysis.style import new_figure, op_color, save_figure
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype, genotype_type
+from search_spaces.genotype import AnyGenotype, genotype_type, is_genotype
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -48,7 +48,7 @@ def cell_types(genotype: AnyGenotype) -> tuple[str, ...]:
 
 def cell_graph(genotype: AnyGenotype, cell_type: str | None = None) -> CellGraph:
     """The graph of ``cell_type`` (default: the first) of a genotype."""
-    if not isinstance(genotype, (DartsGenotype, NB201Genotype)):
+    if not is_genotype(genotype):
         raise ValueError(f"expected a genotype, got {type(genotype).__name__}")
     ct = cell_type or genotype.cell_types[0]
     nodes, edges = genotype.drawing(ct)

@@ -49,8 +49,7 @@ def skip_connect_trajectory(run: RunData, cell_type: str | None = None) -> dict[
     w = run.arch_weights[ct]
     space = run.space
     cell = space.cells.get(ct) if space is not None else None
-    family = space.family if space is not None else "darts"
-    shares = argmax_shares(w, cell, family=family)
+    shares = argmax_shares(w, cell, family=run.family)
     mean = mean_op_weight(w, cell, "skip_connect")
     return {
         "epoch": np.asarray(run.weight_epochs) + 1,

@@ -75,9 +75,7 @@ def _save(fig: Figure, path: Path) -> Path:
 def run_figures(run: RunData) -> list[tuple[str, Callable[[], Figure]]]:
     """(file stem, figure factory) of every matplotlib figure the run's artefacts allow."""
     space = run.space
-    family = (
-        space.family if space is not None else ("nb201" if run.space_name == "nb201" else "darts")
-    )
+    family = run.family
     genotype = run.final_genotype
     weights = run.arch_weights
     epochs = run.weight_epochs

@@ -30,17 +30,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nas.analysis.style import (
+    cell_title,
     edge_name,
     fixed_layout,
     new_figure,
     node_name,
     op_color,
     op_short,
+    space_family,
     suptitle,
 )
 from nas.bench import NB201, SEARCH_LOG_KEYS, search_log_entry
 from nas.bench.search_log import default_bench
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from search_spaces.genotype import AnyGenotype, NB201Genotype, genotype_type, is_genotype
 from search_spaces.space import CellSpace, Space
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def selected_ops(genotype: AnyGenotype | None, cell: CellSpace, cell_type: str) 
     if genotype is None:
         return out
     try:
-        if not isinstance(genotype, (DartsGenotype, NB201Genotype)):
+        if not is_genotype(genotype):
             return out
         if cell_type not in genotype.cell_types:  # NB201: its one cell, whatever the name
             cell_type = genotype.cell_types[0]
@@ -158,7 +160,7 @@ def plot_weights_heatmap(
     title: str | None = None,
 ) -> Figure:
     """Heat map of ``weights_EO`` per cell type; the genotype's kept ops boxed in red."""
-    family = space.family if space is not None else ("nb201" if "cell" in weights else "darts")
+    family = space_family(space, weights)
     cts = list(weights)
     num_edges = max(np.asarray(w).shape[0] for w in weights.values())
     num_ops = max(np.asarray(w).shape[1] for w in weights.values())
@@ -173,7 +175,7 @@ def plot_weights_heatmap(
         image = _heatmap(
             ax, w, cell, family, vmin=0.0, vmax=max(float(np.nanmax(w)), 1e-9), marks=marks
         )
-        ax.set_title(f"{ct} cell" if ct != "cell" else "NB201 cell", fontsize=10)
+        ax.set_title(cell_title(family, ct), fontsize=10)
         fig.colorbar(image, ax=ax, fraction=0.08, pad=0.03, label="weight")
     suptitle(fig, title or "architecture weights (boxed: the selected genotype)")
     return fig
@@ -183,17 +185,19 @@ def plot_weight_trajectories(
     weights_TEO: np.ndarray,
     cell: CellSpace | None,
     *,
-    family: str = "darts",
+    family: str | None = None,
     epochs: Sequence[int] | None = None,
     genotype: AnyGenotype | None = None,
     cell_type: str = "normal",
     title: str | None = None,
 ) -> Figure:
     """One panel per edge (row: the node it feeds, column: its input), one line per op; the
-    panels share their axes (the weights' range, so that small moves stay visible)."""
+    panels share their axes (the weights' range, so that small moves stay visible).
+    ``family``: the space family (None: the one whose cells have ``cell_type``)."""
     from matplotlib.lines import Line2D  # optional, heavy: on first use
     from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
+    family = family or space_family(None, (cell_type,))
     w = np.asarray(weights_TEO, dtype=float)
     if w.ndim != 3:
         raise ValueError(f"expected weights of shape [epochs, edges, ops], got {w.shape}")
@@ -270,7 +274,7 @@ def plot_weight_trajectories(
         frameon=False,
         bbox_to_anchor=(0.5, 0.0),
     )
-    label = "NB201 cell" if cell_type == "cell" else f"{cell_type} cell"
+    label = cell_title(family, cell_type)
     fig.suptitle(
         title or f"{label}: architecture weights over the search (bold: the selected op)",
         fontsize=11,
@@ -292,7 +296,7 @@ def argmax_shares(
     for e in range(num_edges):
         ops = cell.edges[e].ops if cell is not None else tuple(f"op {k}" for k in range(num_ops))
         row = w[:, e, :].copy()
-        if family == "darts":
+        if not genotype_type(family).keeps_every_edge:  # `none` is never a derived op
             row[:, [k for k, op in enumerate(ops) if op == "none"]] = -np.inf
         winners = row.argmax(axis=1)
         for k, op in enumerate(ops):
@@ -323,7 +327,7 @@ def plot_argmax_ops(
     ``skip_connect`` weight (dashed): a collapse to skip connections at a glance."""
     from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
-    family = space.family if space is not None else ("nb201" if "cell" in weights else "darts")
+    family = space_family(space, weights)
     cts = list(weights)
     fig = new_figure(4.6 * len(cts) + 1.6, 3.4)
     axes = fig.subplots(1, len(cts), squeeze=False)[0]
@@ -354,7 +358,7 @@ def plot_argmax_ops(
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel("share of edges")
-        ax.set_title(f"{ct} cell" if ct != "cell" else "NB201 cell", fontsize=10)
+        ax.set_title(cell_title(family, ct), fontsize=10)
         ax.grid(alpha=0.3)
     fig.legend(
         list(handles.values()), list(handles), loc="outside right center", fontsize=8, frameon=False
@@ -375,7 +379,7 @@ def plot_concentrations(
 ) -> Figure:
     """DrNAS: the Dirichlet concentration ``elu(beta) + 1`` of every op (pruned ops blank) and,
     per edge, their sum (the larger, the more certain the edge's distribution)."""
-    family = space.family if space is not None else "darts"
+    family = space_family(space, concentrations)
     cts = list(concentrations)
     num_edges = max(np.asarray(c).shape[0] for c in concentrations.values())
     num_ops = max(np.asarray(c).shape[1] for c in concentrations.values())
@@ -399,7 +403,7 @@ def plot_concentrations(
         marks = selected_ops(genotype, cell, ct) if cell is not None else {}
         image = _heatmap(ax_map, conc, cell, family, cmap="magma", marks=marks)
         fig.colorbar(image, ax=ax_map, fraction=0.08, pad=0.03, label="concentration")
-        ax_map.set_title(f"{ct} cell" if ct != "cell" else "NB201 cell", fontsize=10)
+        ax_map.set_title(cell_title(family, ct), fontsize=10)
         total = np.nansum(conc, axis=1)
         ax_bar.barh(range(len(total)), total, color="#555555")
         ax_bar.set_ylim(len(total) - 0.5, -0.5)
@@ -426,7 +430,7 @@ def plot_pt_decisions(
     when each input edge is removed, the removed edge crossed."""
     if metric not in ("acc", "loss"):
         raise ValueError(f"metric must be 'acc' or 'loss', got {metric!r}")
-    family = space.family if space is not None else "darts"
+    family = space_family(space, {str(d["cell_type"]) for d in decisions if "cell_type" in d})
     op_rows = [d for d in decisions if d.get("kind") == "op"]
     topo_rows = [
         (d, k, r)

@@ -27,7 +27,13 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from nas.choices import target_name
-from search_spaces.genotype import AnyGenotype, genotype_from_json, parse_genotype
+from search_spaces.genotype import (
+    AnyGenotype,
+    family_of_cell_types,
+    genotype_from_json,
+    genotype_type,
+    parse_genotype,
+)
 from search_spaces.space import SPACE_NAMES, Space, get_space
 
 NB201_KEY_PREFIX = "nb201/"
@@ -111,11 +117,23 @@ class RunData:
     @property
     def space_name(self) -> str | None:
         name = self._cfg("space", "name") or (self.record or {}).get("space")
-        if name is None and self.genotype is not None:
-            name = "nb201" if self.genotype.to_json()["type"] == "nb201" else "darts"
-        if name is None and self.arch_weights:
-            name = "nb201" if "cell" in self.arch_weights else "darts"
+        if name is None and (self.genotype is not None or self.arch_weights):
+            name = genotype_type(self._guessed_family).space_name  # the family's reference space
         return str(name) if name is not None else None
+
+    @property
+    def _guessed_family(self) -> str:
+        """The family of the selected genotype, else of the logged weights' cell types."""
+        if self.genotype is not None:
+            return self.genotype.family
+        return family_of_cell_types(self.arch_weights)
+
+    @property
+    def family(self) -> str:
+        """The space family (``Space.family``): the run's space's, else guessed from the
+        selected genotype or the logged weights' cell types."""
+        space = self.space
+        return space.family if space is not None else self._guessed_family
 
     @property
     def space(self) -> Space | None:

@@ -9,9 +9,10 @@ Node names follow the DARTS paper's figures: ``c_{k-2}``, ``c_{k-1}``, intermedi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-from search_spaces.genotype import genotype_type
+from search_spaces.genotype import family_of_cell_types, genotype_type
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -71,8 +72,15 @@ def edge_name(space_family: str, src: int, dst: int) -> str:
     return f"{node_name(space_family, src)}→{node_name(space_family, dst)}"
 
 
-def space_family(space: Space | None, default: str = "darts") -> str:
-    return space.family if space is not None else default
+def space_family(space: Space | None, cell_types: Iterable[str] = ()) -> str:
+    """The space's family; without a space, the family whose cells these are (e.g. the keys of
+    logged weights: ``family_of_cell_types``)."""
+    return space.family if space is not None else family_of_cell_types(cell_types)
+
+
+def cell_title(space_family: str, cell_type: str) -> str:
+    """A cell panel's title: ``normal cell``, ``NB201 cell``."""
+    return genotype_type(space_family).cell_title(cell_type)
 
 
 def new_figure(
@@ -124,6 +132,7 @@ def save_figure(fig: Figure, path: str) -> None:
 
 __all__ = [
     "DPI",
+    "cell_title",
     "OP_COLORS",
     "OP_SHORT",
     "edge_name",

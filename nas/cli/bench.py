@@ -18,6 +18,7 @@ import sys
 
 from nas.bench.nb201 import DATASETS, NB201, canonical_hp
 from nas.bench.official import convert_official
+from nas.cli.errors import one_line_errors
 
 _SPLIT_ORDER = ("train", "x-valid", "x-test", "ori-test")
 
@@ -67,6 +68,8 @@ def _best(bench: NB201, dataset: str, split: str, hp: str) -> list[str]:
     return lines
 
 
+# OSError: a benchmark file that cannot be read or written
+@one_line_errors("nas-bench", (ValueError, OSError))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nas-bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,22 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("official", help="NAS-Bench-201-v1_0-e61699.pth or -v1_1-096897.pth")
     convert.add_argument("out", help="output .nbt file")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "convert":
-            out = convert_official(args.official, args.out)
-            bench = NB201(path=out)
-            lines = [f"wrote {out}: {len(bench)} cells, datasets {', '.join(bench.datasets())}"]
+    if args.command == "convert":
+        out = convert_official(args.official, args.out)
+        bench = NB201(path=out)
+        lines = [f"wrote {out}: {len(bench)} cells, datasets {', '.join(bench.datasets())}"]
+    else:
+        bench = NB201(path=args.file)
+        hp = canonical_hp(args.hp)
+        if args.command == "query":
+            lines = _query(bench, args.arch, hp)
         else:
-            bench = NB201(path=args.file)
-            hp = canonical_hp(args.hp)
-            if args.command == "query":
-                lines = _query(bench, args.arch, hp)
-            else:
-                lines = _best(bench, args.dataset, args.split, hp)
-    except (ValueError, OSError) as e:  # OSError: a file that cannot be read or written
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"nas-bench: error: {text}", file=sys.stderr)
-        return 2
+            lines = _best(bench, args.dataset, args.split, hp)
     print("\n".join(lines))
     return 0
 

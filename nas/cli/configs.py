@@ -6,16 +6,86 @@ folder there at build time), so the commands work from any folder; a source chec
 editable install reads ``configs/`` itself. Users add folders of their own (new ``data/``,
 ``experiment/``, ``train/experiment/`` files) with Hydra's ``hydra.searchpath=[file:///dir]``
 or ``--config-dir /dir``; the group checks here accept the names found there too.
+
+``nas-train``'s configs have their own root, ``configs/train`` (a user folder's ``train/``);
+the groups it shares with ``nas-search`` (``data/``, ``hydra/launcher/``) reach it through
+Hydra's ``ConfigStore`` (``store_groups``), so that the search's ``experiment/`` recipes are not
+on its search path and no command line is rewritten to find ``configs/``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.config_source import ConfigSource
+from omegaconf import OmegaConf
 
 from nas.choices import config_dir, options
 
-__all__ = ["config_dir", "options", "user_folders", "user_search_path"]
+__all__ = [
+    "config_dir",
+    "config_groups",
+    "options",
+    "remove_stored",
+    "store_groups",
+    "user_folders",
+    "user_search_path",
+]
+
+
+def config_groups(roots: Sequence[Path], *, exclude: Sequence[str] = ()) -> tuple[str, ...]:
+    """The config groups of a command: the sub-folders of its config roots (the toolkit's
+    ``configs/`` and the user's folders), but ``exclude`` (folders that are not groups), in
+    order of first appearance; a new group is a new folder, nothing else."""
+    found: list[str] = []
+    for root in roots:
+        if root.is_dir():
+            found += sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in found)
+    return tuple(g for g in found if g not in exclude and not g.startswith(("_", ".")))
+
+
+# (group, name) of the nodes store_groups put in the ConfigStore, by provider
+_STORED: dict[str, list[tuple[str, str]]] = {}
+
+
+def remove_stored(provider: str) -> None:
+    """Take the nodes ``store_groups`` registered for ``provider`` out of the ConfigStore again
+    (a process that also composes ``nas-search``'s configs, e.g. tests: Hydra would take a node
+    of the same name as one of its files for that file's schema)."""
+    store = ConfigStore.instance()
+    for group, name in _STORED.pop(provider, []):
+        node = store.repo
+        for part in group.split("/"):
+            node = node.get(part, {})
+        node.pop(f"{name}.yaml", None)
+
+
+def store_groups(groups: Sequence[str], roots: Sequence[Path], provider: str) -> None:
+    """Register the YAML files of each of ``groups`` found under ``roots`` (``root/<group>/``)
+    as nodes of Hydra's ``ConfigStore``, replacing those of an earlier call: the same configs,
+    read from the same files, as a search path entry would give, with their ``# @package``
+    header. The first root holding a name wins (the toolkit's before the user's, as on the
+    search path)."""
+    remove_stored(provider)
+    store = ConfigStore.instance()
+    stored = _STORED.setdefault(provider, [])
+    for group in groups:
+        taken: set[str] = set()
+        for root in roots:
+            for path in sorted((root / group).glob("*.yaml")):
+                if path.stem in taken:
+                    continue
+                taken.add(path.stem)
+                text = path.read_text()
+                package = ConfigSource._get_header_dict(text).get("package")
+                node = OmegaConf.create(text)  # the file's own values: no resolution here
+                store.store(
+                    name=path.stem, node=node, group=group, package=package, provider=provider
+                )
+                stored.append((group, path.stem))
 
 
 def _split_list(value: str) -> list[str]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nas.cli.errors import one_line_errors
+
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="nas-export", description=__doc__.split("\n\n")[0])
@@ -65,13 +67,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@one_line_errors("nas-export")
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    try:
-        return run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"nas-export: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+    return run(_parse(argv))
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ from typing import NoReturn, TypeVar
 
 from hydra.core.hydra_config import HydraConfig
 
+from nas.cli.errors import EXIT_BAD_INPUT
 from nas.run.disk import is_write_error, write_error_message
 from nas.run.folder import RunFolder
 from nas.run.lock import RunFolderBusy
 from nas.run.signals import Preempted
 
-EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a job killed by SIGTERM reports
 

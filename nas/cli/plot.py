@@ -21,15 +21,13 @@ from pathlib import Path
 from nas.analysis.cells import graphviz_available, resolve_engine
 from nas.analysis.figures import write_cell_figures, write_run_figures
 from nas.analysis.run import genotype_from_record, is_run_dir
+from nas.cli.errors import error_line, report
 from search_spaces.genotype import AnyGenotype
 from search_spaces.published import resolve_genotype
 
-EXIT_BAD_INPUT = 2
-
 
 def _fail(message: str) -> int:
-    print(f"nas-plot: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return report("nas-plot", message)
 
 
 def _genotype(spec: str) -> AnyGenotype:
@@ -118,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 genotype, Path(args.out or "figures"), engine=engine, fmt=args.format
             )
     except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
-        return _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return _fail(error_line(e))
     if args.engine == "auto" and not graphviz_available():
         print(
             "nas-plot: note: graphviz's dot is not installed; cells drawn with matplotlib "

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nas.cli.errors import one_line_errors
+
 DEFAULT_SIZE = {"nb201": (16, 5), "darts": (36, 20)}
 
 
@@ -131,13 +133,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@one_line_errors("nas-profile")
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    try:
-        return run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"nas-profile: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+    return run(_parse(argv))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.cli.errors import one_line_errors
+
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     from nas.proxies import PROXIES  # torch: after the command line parsed (fast --help)
@@ -181,13 +183,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@one_line_errors("nas-proxy")
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    try:
-        return run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"nas-proxy: error: {e}", file=sys.stderr)
-        return 2
+    return run(_parse(argv))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from nas.bench import format_result_line
 from nas.choices import plugin_name
 from nas.cli.config_check import CommandLineError, check_command_line
-from nas.cli.configs import config_dir, options, user_folders
+from nas.cli.configs import config_dir, config_groups, options, user_folders
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
 from nas.run.config import validate_search_config
 from search_spaces.genotype import NB201Genotype
@@ -35,12 +35,21 @@ if TYPE_CHECKING:
     from nas.pipeline.search import SearchResult
 
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
-GROUPS = ("space", "search", "selection", "data", "experiment", "cost")
+# folders of configs/ that are no group of nas-search: Hydra's own (hydra/launcher, chosen as
+# such) and nas-train's config root
+NOT_GROUPS = ("hydra", "train")
+GROUPS = config_groups([CONFIG_DIR], exclude=NOT_GROUPS)  # space, search, selection, data, ...
 PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
 
 
 def _fail(message: str) -> NoReturn:
     fail("nas-search", message)
+
+
+def search_groups(argv: list[str]) -> tuple[str, ...]:
+    """The config groups of ``nas-search``: the folders of ``configs/`` and of the user's own
+    config folders (``hydra.searchpath``, ``--config-dir``), but ``NOT_GROUPS``."""
+    return config_groups([CONFIG_DIR, *(user_folders(argv) or [])], exclude=NOT_GROUPS)
 
 
 def check_group_choices(argv: list[str]) -> None:
@@ -49,10 +58,11 @@ def check_group_choices(argv: list[str]) -> None:
     extra = user_folders(argv)
     if extra is None:  # a pkg:// entry: its options cannot be listed, let Hydra judge
         return
+    groups = search_groups(argv)
     for arg in argv:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+~")
-        if not sep or key not in GROUPS or value in ("null", ""):
+        if not sep or key not in groups or value in ("null", ""):
             continue
         names = options([CONFIG_DIR / key, *(folder / key for folder in extra)])
         for choice in value.split(","):  # -m sweeps: space=darts,nb201
@@ -116,7 +126,7 @@ def check_config(argv: list[str]) -> None:
             argv,
             config_dir=CONFIG_DIR,
             config_name="nas_search",
-            groups=GROUPS,
+            groups=search_groups(argv),
             validate=validate_search_config,
             plugin_sections=PLUGIN_SECTIONS,
         )

@@ -11,16 +11,19 @@ write a checkpoint at the next step and exit with code 143 / 130 after saying ho
 second Ctrl-C stops at once); a run folder in use by another run, or one that cannot be
 written, is one line and exit code 2 (``nas.cli.launch.run_in_folder``).
 
-The configs live in ``configs/train`` (``nas_train.yaml``, recipes in ``experiment/``); the data
-configs are the search's ``configs/data``, which this wrapper puts on Hydra's search path
-(after ``configs/train``, so the training recipes take precedence over the search's
-``configs/experiment`` files of the same name).
+The configs have their own root, ``configs/train`` (``nas_train.yaml``, recipes in
+``experiment/``); the groups shared with ``nas-search``, ``data/`` and ``hydra/launcher/``, are
+the files of ``configs/`` registered in Hydra's ``ConfigStore`` (``SHARED_GROUPS``,
+``register_shared_configs``), so the search's ``configs/experiment`` recipes are not on this
+command's search path and the same holds from a checkout and from an installed wheel.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -31,7 +34,14 @@ from omegaconf import DictConfig
 
 from nas.cli import launch
 from nas.cli.config_check import CommandLineError, check_command_line
-from nas.cli.configs import config_dir, options, user_folders, user_search_path
+from nas.cli.configs import (
+    config_dir,
+    options,
+    remove_stored,
+    store_groups,
+    user_folders,
+    user_search_path,
+)
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
 from nas.run.config import validate_train_config
 from nas.run.folder import remove_new_empty_dirs
@@ -42,6 +52,8 @@ if TYPE_CHECKING:
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
 TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
 GROUP_DIRS = {"data": CONFIG_DIR / "data", "experiment": TRAIN_CONFIG_DIR / "experiment"}
+# the groups of configs/ that the training configs compose too (registered in the ConfigStore)
+SHARED_GROUPS = ("data", "hydra/launcher")
 # where a user's config folder D holds each group for nas-train (D mirrors configs/)
 _USER_GROUP = {"data": "data", "experiment": "train/experiment"}
 # characters of genotype text that Hydra's override grammar would misread unquoted
@@ -102,17 +114,36 @@ def check_genotype_quoting(argv: list[str]) -> None:
             _fail(f"the op names in genotype= lost their quotes to the shell; {SHELL_QUOTING}")
 
 
+def register_shared_configs(argv: list[str]) -> None:
+    """Put the ``SHARED_GROUPS`` of ``configs/`` and of the user's folders named by
+    ``hydra.searchpath`` (theirs after ours: a name of ours wins) in Hydra's ``ConfigStore``,
+    before Hydra composes; ``--config-dir`` folders Hydra reads itself."""
+    searchpath = [a for a in argv if a.partition("=")[0].lstrip("+") == "hydra.searchpath"]
+    store_groups(SHARED_GROUPS, [CONFIG_DIR, *(user_folders(searchpath) or [])], "nas-train")
+
+
+@contextmanager
+def shared_configs(argv: list[str]) -> Iterator[None]:
+    """``register_shared_configs`` for one composition inside a process that may also compose
+    ``nas-search``'s configs (tests, notebooks); the nodes are removed afterwards."""
+    register_shared_configs(argv)
+    try:
+        yield
+    finally:
+        remove_stored("nas-train")
+
+
 def prepare_argv(argv: list[str]) -> list[str]:
     """The command line Hydra sees: genotype text quoted for Hydra's grammar (an NB201 arch
-    string or ``Genotype(...)`` text works as typed), and ``configs/`` on the search path with
-    the user's folders (``hydra.searchpath``, ``--config-dir``) after it; a user folder's
-    ``train/`` comes first, so that its ``train/experiment/`` recipes win over the search's
-    ``experiment/`` files of the same name."""
+    string or ``Genotype(...)`` text works as typed), and each of the user's folders laid out as
+    ``configs/`` (``hydra.searchpath``, ``--config-dir``) given to Hydra as its ``train/``
+    (``train/experiment/`` recipes), the root of nas-train's configs in it, where it has one;
+    its shared groups (``data/``) come through ``register_shared_configs``."""
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
         if sep and key.lstrip("+") == "hydra.searchpath":
-            continue  # merged below
+            continue  # rewritten below
         if (
             sep
             and key.lstrip("+") in ("genotype", "checkpoint")
@@ -121,16 +152,16 @@ def prepare_argv(argv: list[str]) -> list[str]:
         ):
             arg = f"{key}={hydra_quote(value)}"
         out.append(arg)
-    user = user_search_path(argv)
-    train_dirs = [
-        f"{entry}/train"
-        for entry in user
-        if entry.startswith("file://") and Path(entry[len("file://") :], "train").is_dir()
-    ]
-    entries = [*train_dirs, f"file://{CONFIG_DIR}", *user]
-    # next to the user's overrides: Hydra's argparse takes them as one run of positionals
-    at = next((i for i, a in enumerate(out) if "=" in a and not a.startswith("-")), len(out))
-    out.insert(at, f"hydra.searchpath=[{','.join(entries)}]")
+    entries = []
+    for entry in user_search_path(argv):
+        if not entry.startswith("file://"):
+            entries.append(entry)  # pkg://: Hydra reads it as given
+        elif Path(entry[len("file://") :], "train").is_dir():
+            entries.append(f"{entry}/train")
+    if entries:
+        # next to the user's overrides: Hydra's argparse takes them as one run of positionals
+        at = next((i for i, a in enumerate(out) if "=" in a and not a.startswith("-")), len(out))
+        out.insert(at, f"hydra.searchpath=[{','.join(entries)}]")
     return out
 
 
@@ -138,7 +169,10 @@ def compose_config(overrides: list[str] | None = None) -> DictConfig:
     """The config ``nas-train <overrides>`` would run with (tests, notebooks)."""
     argv = list(overrides or [])
     check_group_choices(argv)
-    with initialize_config_dir(config_dir=str(TRAIN_CONFIG_DIR), version_base="1.3"):
+    with (
+        shared_configs(argv),
+        initialize_config_dir(config_dir=str(TRAIN_CONFIG_DIR), version_base="1.3"),
+    ):
         return compose(config_name="nas_train", overrides=prepare_argv(argv))
 
 
@@ -208,6 +242,7 @@ def check_config(argv: list[str]) -> None:
     ``argv`` as typed (the check composes it as Hydra will see it, ``prepare_argv``)."""
     check_genotype_quoting(argv)
     check_group_choices(argv)
+    register_shared_configs(argv)
     argv = prepare_argv(argv)
     try:
         check_command_line(

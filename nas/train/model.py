@@ -124,17 +124,24 @@ def build_network(
 def network_from_config(
     genotype: AnyGenotype, model: Any, *, num_classes: int, image_size: int
 ) -> tuple[nn.Module, NetworkSpec]:
-    """``build_network`` with the sizes of a ``model`` config section (``configs/train``:
-    ``darts.C``, ``darts.layers``, ``nb201.C``, ``nb201.N``, ``auxiliary``): the one place
-    that reads them, for a new run, a resumed one and an evaluation of a checkpoint."""
-    return build_network(
+    """The discrete network of ``genotype`` at the size of its family's section of a ``model``
+    config (``configs/train``: ``model.<family>.C`` and ``model.<family>.<layers word>``, i.e.
+    ``darts.layers`` / ``nb201.N``; ``auxiliary``): the one place that reads them, for a new
+    run, a resumed one and an evaluation of a checkpoint. A new family adds its section to the
+    config, not a branch here."""
+    family = family_of(genotype)
+    section = model.get(family.name) if hasattr(model, "get") else None
+    if section is None or "C" not in section or family.layers_word not in section:
+        raise ValueError(
+            f"the model config has no size for {family.name} networks; expected "
+            f"model.{family.name}.C and model.{family.name}.{family.layers_word}"
+        )
+    return family.network(
         genotype,
+        C=int(section["C"]),
+        layers=int(section[family.layers_word]),
         num_classes=num_classes,
         image_size=image_size,
-        darts_C=int(model.darts.C),
-        darts_layers=int(model.darts.layers),
-        nb201_C=int(model.nb201.C),
-        nb201_N=int(model.nb201.N),
         auxiliary=bool(model.auxiliary),
     )
 

@@ -30,6 +30,7 @@ from nas.analysis import (
 )
 from nas.analysis import cells as cells_module
 from nas.analysis.plots import argmax_shares, selected_ops
+from nas.analysis.run import RunData
 from nas.cli.plot import main as nas_plot
 from search_spaces import get_space, parse_genotype, published_genotype
 
@@ -128,6 +129,22 @@ def test_argmax_shares_skip_none_in_darts_spaces():
     assert shares["none"].sum() == 0
     assert shares["skip_connect"].tolist() == [0.0, 1.0]
     assert math.isclose(sum(s[0] for s in shares.values()), 1.0)
+    nb201 = argmax_shares(w[:, :6, :5], get_space("nb201").cells["cell"], family="nb201")
+    assert nb201["none"].tolist() == [1.0, 1.0]  # NB201 keeps `none` as an op like the others
+
+
+def test_a_run_folder_without_a_known_space_takes_its_family_from_its_artefacts(tmp_path):
+    def weights(*cell_types: str) -> list[dict]:
+        return [{"event": "arch_weights", "epoch": 0, **{ct: [[0.2] * 5] * 6 for ct in cell_types}}]
+
+    run = RunData(path=tmp_path, events=weights("cell"))
+    assert (run.family, run.space_name) == ("nb201", "nb201")
+    run = RunData(path=tmp_path, events=weights("normal", "reduce"))
+    assert (run.family, run.space_name) == ("darts", "darts")
+    cell = parse_genotype("|nor_conv_3x3~0|+|none~0|skip_connect~1|+|none~0|none~1|none~2|")
+    run = RunData(path=tmp_path, config={"space": {"name": "mine"}}, genotype=cell)
+    assert run.space is None and run.space_name == "mine" and run.family == "nb201"
+    assert RunData(path=tmp_path, config={"space": {"name": "s3"}}).family == "darts"
 
 
 def test_pt_trace_and_concentrations_from_synthetic_data(tmp_path):

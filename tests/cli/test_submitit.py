@@ -51,16 +51,22 @@ def test_train_sweep_on_the_local_submitit_executor(tmp_path):
 
 
 def test_the_slurm_config_composes_for_both_commands():
+    from contextlib import nullcontext
+
     from hydra import compose, initialize_config_dir
 
     from nas.cli.search import CONFIG_DIR
-    from nas.cli.train import TRAIN_CONFIG_DIR, prepare_argv
+    from nas.cli.train import TRAIN_CONFIG_DIR, prepare_argv, shared_configs
 
-    for config_dir, name, extra in (
-        (CONFIG_DIR, "nas_search", []),
-        (TRAIN_CONFIG_DIR, "nas_train", prepare_argv([])),
+    for config_dir, name, extra, store in (
+        (CONFIG_DIR, "nas_search", [], nullcontext()),
+        # nas-train's shared groups (data, hydra/launcher) come from the ConfigStore
+        (TRAIN_CONFIG_DIR, "nas_train", prepare_argv([]), shared_configs([])),
     ):
-        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        with (
+            store,
+            initialize_config_dir(config_dir=str(config_dir), version_base="1.3"),
+        ):
             cfg = compose(
                 config_name=name,
                 overrides=[*extra, "hydra/launcher=slurm", "hydra.launcher.partition=gpu"],

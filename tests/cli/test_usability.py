@@ -143,6 +143,33 @@ def test_train_a_pasted_genotype_with_a_user_recipe(tmp_path, user_configs):
     assert config.genotype == text and config.name == "tiny_recipe" and config.epochs == 1
 
 
+def test_nas_train_has_its_own_config_root(tmp_path, user_configs):
+    """configs/train is nas-train's root: the search's experiments are not on its search path
+    (no command line rewrite puts configs/ there); data and the launcher come from the
+    ConfigStore, ours before the user's of the same name; the user's train/ is a root too."""
+    from hydra import compose, initialize_config_dir
+
+    from nas.cli.train import TRAIN_CONFIG_DIR, compose_config, prepare_argv, shared_configs
+
+    shadow = tmp_path / "shadow"
+    (shadow / "data").mkdir(parents=True)
+    (shadow / "data" / "cifar10.yaml").write_text("name: not_ours\nroot: elsewhere\n")
+    argv = [f"hydra.searchpath=[file://{user_configs},file://{shadow}]", "data=cifar10"]
+    assert prepare_argv(argv)[0] == f"hydra.searchpath=[file://{user_configs}/train]"
+    with (
+        shared_configs(argv),
+        initialize_config_dir(config_dir=str(TRAIN_CONFIG_DIR), version_base="1.3"),
+    ):
+        cfg = compose("nas_train", overrides=prepare_argv(argv), return_hydra_config=True)
+        sources = [s.path for s in cfg.hydra.runtime.config_sources]
+        assert str(config_dir()) not in sources and str(TRAIN_CONFIG_DIR) in sources
+        assert cfg.data.name == "cifar10" and cfg.data.root == "data"  # ours win a clash
+        with pytest.raises(Exception, match="darts_nb201"):  # a search experiment
+            compose("nas_train", overrides=["+experiment=darts_nb201"])
+    tiny = compose_config([f"hydra.searchpath=[file://{user_configs}]", "data=tiny_mini"])
+    assert tiny.data.max_items == 48 and compose_config(["experiment=darts_cifar10"]).epochs == 600
+
+
 def test_genotype_text_split_by_the_shell_says_how_to_quote(tmp_path):
     # what bash passes for: nas-train genotype=Genotype(normal=[('sep_conv_3x3', 0), ...
     # written inside single quotes: the spaces split it, the inner quotes vanish

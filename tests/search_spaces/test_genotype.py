@@ -14,7 +14,7 @@ from search_spaces import (
     published_names,
     resolve_genotype,
 )
-from search_spaces.genotype import genotype_type
+from search_spaces.genotype import family_of_cell_types, genotype_type, is_genotype
 
 
 def _published_lines(shared_data):
@@ -230,3 +230,13 @@ def test_each_family_has_its_genotype_class_that_knows_how_it_is_drawn():
     assert darts.cell_title("reduce") == "reduce cell" and nb201.cell_title("cell") == "NB201 cell"
     with pytest.raises(ValueError, match="unknown space family 'mobilenet'; expected one of"):
         genotype_type("mobilenet")
+
+
+def test_the_family_of_cell_types_and_what_is_a_genotype():
+    assert family_of_cell_types(["cell"]) == "nb201"
+    assert family_of_cell_types(("normal", "reduce")) == family_of_cell_types(["normal"]) == "darts"
+    assert family_of_cell_types([]) == "darts"  # nothing to tell by: the first family
+    assert genotype_type("nb201").space_name == "nb201" and DartsGenotype.space_name == "darts"
+    cell = NB201Genotype.from_ops(["none"] * 6)
+    assert is_genotype(cell) and is_genotype(published_genotype("DARTS_V2"))
+    assert not is_genotype(str(cell)) and not is_genotype(None)
