@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from nas.pipeline.search import SearchResult
 
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
-GROUPS = ("space", "search", "selection", "data", "experiment", "cost")
-PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
+GROUPS = ("space", "search", "selection", "data", "experiment", "cost", "components")
+PLUGIN_SECTIONS = ("search", "selection", "components")  # their keys: constructor arguments
 
 
 def _fail(message: str) -> NoReturn:
@@ -55,7 +55,11 @@ def check_group_choices(argv: list[str]) -> None:
         if not sep or key not in GROUPS or value in ("null", ""):
             continue
         names = options([CONFIG_DIR / key, *(folder / key for folder in extra)])
-        for choice in value.split(","):  # -m sweeps: space=darts,nb201
+        # -m sweeps: space=darts,nb201; lists: components=[sdarts_rs,beta_darts]
+        for choice in value.replace("[", ",").replace("]", ",").split(","):
+            choice = choice.strip()
+            if not choice:
+                continue
             if choice not in names:
                 _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
 
