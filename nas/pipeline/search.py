@@ -168,8 +168,8 @@ class SearchRun(Run):
         self._register_state()
         if resume_state is not None:
             self._load(resume_state)
-        # the components' schedules of the epoch the run is in (or ended with)
-        self.strategy.begin_epoch(max(min(self.epoch, self.epochs - 1), 0))
+        if self.epochs > 0:  # the components' schedules of the epoch the run is in (or ended with)
+            self.strategy.begin_epoch(min(self.epoch, self.epochs - 1))
         self._apply_memory_format()
         self.start_logger(resumed=resume_state is not None)
 

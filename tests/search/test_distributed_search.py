@@ -319,26 +319,32 @@ def test_one_process_search_preempted_then_resumed_on_two(tmp_path, monkeypatch,
 # ------------------------------------------------------------ strategies with components
 
 # a sample of strategy x component pairs (tests/search/test_components.py steps every pair):
-# SDARTS-ADV's random start and PGD on the global batch (draws and collectives of its own),
-# PC-DARTS's edge betas (architecture parameters of a component) after a warm-up epoch
+# SDARTS's draws on top of DrNAS's, PC-DARTS's edge betas (architecture parameters of a
+# component) after a warm-up epoch, SDARTS-ADV's attack (resume only: its eval-mode forward
+# reads batch-norm running statistics, which each rank updates from its own images within an
+# epoch, so two processes attack with other statistics than one; every rank still takes the
+# same step, which sync_check_every=1 checks)
 COMPONENT_PAIRS = {
-    "drnas+sdarts_adv": [*TINY, "search=drnas", "epochs=2", "eval=false",
-                         "components=[sdarts_adv]"],
+    "drnas+sdarts_rs": [*TINY, "search=drnas", "epochs=2", "eval=false",
+                        "components=[sdarts_rs]"],
     "darts+pc_darts": [*TINY, "epochs=2", "eval=false", "components=[pc_darts]",
                        "components.pc_darts.warmup_epochs=1",
                        "components.pc_darts.partial_channels=2"],
+    "darts+sdarts_adv": [*TINY, "epochs=2", "eval=false", "components=[sdarts_adv]"],
 }  # fmt: skip
+ONE_PROCESS_ONLY = {"darts+sdarts_adv"}
 
 
 @pytest.mark.parametrize("pair", sorted(COMPONENT_PAIRS))
 def test_components_on_two_processes_equal_one_and_resume_exactly(tmp_path, monkeypatch, pair):
     overrides = COMPONENT_PAIRS[pair]
-    two = search_2proc(tmp_path / "two", overrides)
-    assert two.returncode == 0, two.stderr
     search_1proc(tmp_path / "one", overrides)
     one = final_state(tmp_path / "one")
     assert any(k.startswith("components") for k in one["arch"]) == (pair == "darts+pc_darts")
-    assert_same_search(one, final_state(tmp_path / "two"))
+    if pair not in ONE_PROCESS_ONLY:
+        two = search_2proc(tmp_path / "two", overrides)
+        assert two.returncode == 0, two.stderr
+        assert_same_search(one, final_state(tmp_path / "two"))
 
     # preempted in the middle of epoch 2, resumed: the uninterrupted search
     run_dir = tmp_path / "resumed"

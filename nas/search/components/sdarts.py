@@ -24,7 +24,11 @@ Composition: the strategy's weight-step weights are perturbed whatever the strat
 (DARTS's softmax, DrNAS's Dirichlet sample): both are on the simplex. Ops that a mask switched
 off (DrNAS's pruning, DARTS-PT's decisions) stay off: the noise is masked. The random draws
 come from ``SearchStrategy.draw_seed`` (the same on every rank and after a resume); ADV's
-gradients and losses are those of the global batch (summed over ranks and micro-batches).
+gradients and losses are those of the global batch (summed over ranks and micro-batches), so
+every rank takes the same step; but its eval-mode forward reads batch norm's running
+statistics, which each rank updates from its own images within an epoch (rank 0's reach all
+at the epoch's end), so a data-parallel ADV search differs from the one-process search of
+the same global batch (RS and the other components do not: ``tests/search``).
 """
 
 from __future__ import annotations
