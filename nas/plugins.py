@@ -26,11 +26,13 @@ from omegaconf import DictConfig
 
 from nas.choices import config_dir, options, plugin_name
 from nas.search.base import SearchStrategy
+from nas.search.components.base import Component
 from nas.selection.base import Selector
 
 KINDS: dict[str, tuple[str, type[Any]]] = {
     "search": ("search strategy", SearchStrategy),
     "selection": ("selector", Selector),
+    "components": ("search component", Component),
 }
 
 
@@ -55,9 +57,11 @@ def _is_bad_input(cause: BaseException | None) -> bool:
 
 
 def _build(cfg: DictConfig, group: str) -> Any:
+    return _build_node(cfg.get(group), group, plugin_name(cfg, group))
+
+
+def _build_node(node: Any, group: str, name: str) -> Any:
     kind, expected = KINDS[group]
-    node = cfg.get(group)
-    name = plugin_name(cfg, group)
     if not isinstance(node, DictConfig) or not node.get("_target_"):
         raise PluginError(
             f"{group} config {name!r} has no _target_ (the class to build); "
@@ -85,6 +89,25 @@ def build_strategy(cfg: DictConfig) -> SearchStrategy:
     """The search strategy of ``cfg.search``, instantiated from its ``_target_``."""
     strategy: SearchStrategy = _build(cfg, "search")
     return strategy
+
+
+def build_components(cfg: DictConfig) -> list[Component]:
+    """The components of ``cfg.components`` (``components=[sdarts_rs,beta_darts]``: the config
+    group's files, each under its own name), in the order listed, each named by its file."""
+    node = cfg.get("components")
+    if node is None:
+        return []
+    if not isinstance(node, DictConfig):
+        raise PluginError(
+            f"components must be chosen from configs/components (components=[name,...]), got "
+            f"{node!r}; the search components: {', '.join(available('components'))}"
+        )
+    built = []
+    for name, sub in node.items():
+        component: Component = _build_node(sub, "components", str(name))
+        component.name = str(name)
+        built.append(component)
+    return built
 
 
 def build_selector(cfg: DictConfig) -> Selector:

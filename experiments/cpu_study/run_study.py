@@ -59,6 +59,25 @@ METHODS: dict[str, list[str]] = {
     "zc-naswot": ["search=darts", *ZC, "selection.proxy=naswot"],
     "zc-synflow": ["search=darts", *ZC, "selection.proxy=synflow"],
 }
+# The robustness components (nas.search.components) on DARTS, argmax and PT. Their schedules
+# are scaled to the study's 3 epochs: beta-DARTS ramps lambda over the search (not over 100
+# epochs, which would keep it below 1), PC-DARTS warms up for 1 epoch (not 15) at K=4.
+COMPONENTS: dict[str, list[str]] = {
+    "sdarts_rs": [],
+    "sdarts_adv": [],
+    "beta_darts": ["components.beta_darts.ramp_epochs=null"],
+    "darts_minus": [],
+    "pc_darts": ["components.pc_darts.warmup_epochs=1"],
+    "fair_darts": [],
+}
+for _name, _extra in COMPONENTS.items():
+    METHODS[f"darts+{_name}"] = [
+        "search=darts",
+        "selection=argmax",
+        f"components=[{_name}]",
+        *_extra,
+    ]
+    METHODS[f"darts+{_name}+pt"] = ["search=darts", f"components=[{_name}]", *_extra, *PT]
 UNTRAINED = {"zc-naswot", "zc-synflow"}  # selection without any supernet training
 DATASETS = (
     ("cifar10", "CIFAR-10"),
@@ -171,7 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--methods",
         nargs="+",
-        default=[m for m in METHODS if m not in UNTRAINED],  # the zc methods: name them
+        # the zc methods and the components: name them (--methods darts+sdarts_rs ...)
+        default=[
+            m
+            for m in METHODS
+            if m not in UNTRAINED and m.count("+") <= 1 and not any(c in m for c in COMPONENTS)
+        ],
         choices=list(METHODS),
     )
     parser.add_argument(

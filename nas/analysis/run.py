@@ -163,12 +163,32 @@ class RunData:
         return int(seed) if isinstance(seed, int) else None
 
     @property
+    def components(self) -> list[str]:
+        """The search components the run listed (``components=[...]``), in order."""
+        node = self._cfg("components")
+        return [str(k) for k in node] if isinstance(node, dict) else []
+
+    @property
     def method(self) -> str:
-        """``<strategy>+<selector>``, e.g. ``darts+pt`` (``fix-alpha`` when alpha was frozen)."""
+        """``<strategy>+<selector>``, e.g. ``darts+pt`` (``fix-alpha`` when alpha was frozen;
+        the components in brackets: ``darts[sdarts_rs]+argmax``)."""
         strategy = self.strategy or "?"
         if self._cfg("search", "fix_alpha"):
             strategy += "(fix-alpha)"
+        if self.components:
+            strategy += f"[{','.join(self.components)}]"
         return f"{strategy}+{self.selector or 'argmax'}"
+
+    def genotype_per_epoch(self) -> list[tuple[int, AnyGenotype]]:
+        """(1-based epoch, the argmax genotype logged at its end), for every epoch event."""
+        out = []
+        for e in self.epochs:
+            if isinstance(e.get("genotype"), str):
+                try:
+                    out.append((int(e["epoch"]) + 1, parse_genotype(e["genotype"])))
+                except ValueError:
+                    continue
+        return out
 
     @property
     def label(self) -> str:

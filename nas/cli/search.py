@@ -39,7 +39,7 @@ CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package'
 # such) and nas-train's config root
 NOT_GROUPS = ("hydra", "train")
 GROUPS = config_groups([CONFIG_DIR], exclude=NOT_GROUPS)  # space, search, selection, data, ...
-PLUGIN_SECTIONS = ("search", "selection")  # their keys are constructor arguments
+PLUGIN_SECTIONS = ("search", "selection", "components")  # their keys: constructor arguments
 
 
 def _fail(message: str) -> NoReturn:
@@ -65,7 +65,11 @@ def check_group_choices(argv: list[str]) -> None:
         if not sep or key not in groups or value in ("null", ""):
             continue
         names = options([CONFIG_DIR / key, *(folder / key for folder in extra)])
-        for choice in value.split(","):  # -m sweeps: space=darts,nb201
+        # -m sweeps: space=darts,nb201; lists: components=[sdarts_rs,beta_darts]
+        for choice in value.replace("[", ",").replace("]", ",").split(","):
+            choice = choice.strip()
+            if not choice:
+                continue
             if choice not in names:
                 _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
 

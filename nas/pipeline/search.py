@@ -51,8 +51,7 @@ from nas.analysis import write_run_figures
 from nas.bench import search_log_entry
 from nas.choices import plugin_name
 from nas.data import dataset_info
-from nas.hardware.cost import attach_cost
-from nas.plugins import PluginError, build_selector, build_strategy
+from nas.plugins import PluginError, build_components, build_selector, build_strategy
 from nas.progress import start_line
 from nas.run.checkpoint import CheckpointError, load_checkpoint, seed_everything
 from nas.run.config import SEARCH_NEUTRAL_KEYS, SEARCH_NEUTRAL_WORDS, validate_search_config
@@ -169,6 +168,8 @@ class SearchRun(Run):
         self._register_state()
         if resume_state is not None:
             self._load(resume_state)
+        if self.epochs > 0:  # the components' schedules of the epoch the run is in (or ended with)
+            self.strategy.begin_epoch(min(self.epoch, self.epochs - 1))
         self._apply_memory_format()
         self.start_logger(resumed=resume_state is not None)
 
@@ -209,7 +210,11 @@ class SearchRun(Run):
                 num_classes=int(info["num_classes"]),
                 partial_channels=k,
                 stem="imagenet" if int(info["image_size"]) > 64 else "cifar",
-            ).to(self.device)
+            )
+            # the components' supernet options (DARTS-'s auxiliary skip ops, PC-DARTS's edge
+            # normalisation), before the weight optimiser collects the parameters
+            self.strategy.prepare_supernet(supernet)
+            supernet = supernet.to(self.device)
         except ValueError as e:
             raise SearchError(str(e)) from None
         self.channels_last = False  # the format the supernet is in; see _apply_memory_format
@@ -253,17 +258,24 @@ class SearchRun(Run):
         except ValueError as e:
             raise SearchError(str(e)) from None
         self.strategy.to(self.device)
-        if self.cfg.get("cost") is not None:  # a hardware-cost term of the architecture loss
-            try:
-                attach_cost(self.strategy, self.cfg.cost)
-            except (ValueError, FileNotFoundError) as e:
-                raise SearchError(str(e)) from None
 
     def _build_strategy(self) -> SearchStrategy:
+        """The strategy with its components: the ``components`` group's, then the hardware
+        cost of the ``cost`` group (``nas.search.components.hardware_cost``)."""
         try:
-            return build_strategy(self.cfg)
+            strategy = build_strategy(self.cfg)
+            components = build_components(self.cfg)
         except PluginError as e:
             raise SearchError(str(e)) from e.__cause__
+        try:
+            if self.cfg.get("cost") is not None:  # a hardware-cost term of the architecture loss
+                from nas.search.components.hardware_cost import HardwareCost
+
+                components.append(HardwareCost.from_config(self.cfg.cost))
+            strategy.add_components(components)
+        except (ValueError, FileNotFoundError) as e:
+            raise SearchError(str(e)) from None
+        return strategy
 
     def _build_selector(self) -> Selector:
         try:
@@ -435,9 +447,11 @@ class SearchRun(Run):
     def run_epoch(self) -> None:
         epoch = self.epoch
         lr = self.weight_optimizer.param_groups[0]["lr"]
+        self.strategy.begin_epoch(epoch)  # the components' schedules (epsilon, beta, lambda)
         images_per_s = self._train_steps(
             key=epoch,
-            update_arch=self.strategy.updates_arch(epoch),
+            update_arch=self.strategy.updates_arch(epoch)
+            and self.strategy.components_update_arch(epoch),
             desc=f"epoch {epoch + 1}/{self.epochs}",
         )
         self.strategy.on_epoch_end(epoch)
@@ -632,6 +646,7 @@ class SearchRun(Run):
             "images_per_s": images_per_s,
             **means,
             **self.strategy.log_state(),
+            **self.strategy.component_log_state(),
         }
         bench = self.describe(genotype) if self.describe is not None else {}
         entry.update(bench)

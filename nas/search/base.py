@@ -36,6 +36,7 @@ from torch.nn import functional as F
 
 from nas import distributed as D
 from nas.registry import Registry
+from nas.search.components.base import Component
 from nas.supernet import ArchWeights, Supernet
 
 Batch = tuple[Tensor, Tensor]
@@ -105,6 +106,10 @@ class SearchStrategy(nn.Module, abc.ABC):
     """
 
     name: ClassVar[str]
+    #: how the mixing weights come from the architecture parameters: "logits" (a softmax that
+    #: a component may replace: DARTS), "dirichlet" (DrNAS's samples), or None (unknown to
+    #: components, which then refuse what needs the answer)
+    mixing_kind: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -145,9 +150,72 @@ class SearchStrategy(nn.Module, abc.ABC):
         # What a selector lays over the weights (DARTS-PT's decided edges:
         # nas.selection.projection); it owns that state, the strategy only applies it.
         self.weight_override: Callable[[ArchWeights], ArchWeights] | None = None
-        # an optional hardware-cost term of the architecture loss
-        # (nas.hardware.cost.CostObjective); None = the plain validation loss
-        self.cost: Any = None
+        # the components listed next to the strategy (nas.search.components), in order; their
+        # parameters are architecture parameters and their state is in the checkpoint
+        self.components = nn.ModuleList()
+
+    # ------------------------------------------------------------------------ components
+
+    def add_components(self, components: Sequence[Component]) -> None:
+        """Compose ``components`` with this strategy (before ``attach``); each checks that it
+        can run with the strategy and the others (a one-line ``ValueError`` if not)."""
+        if self._ctx is not None:
+            raise RuntimeError("components are added before the strategy is attached")
+        everything = [*self.components, *components]
+        for c in everything:
+            c.check(self, [o for o in everything if o is not c])
+        replacing = [c.name or type(c).__name__ for c in everything if c.replaces_mixing]
+        if len(replacing) > 1:
+            raise ValueError(
+                f"components {', '.join(replacing)} each replace the mixing function; choose one"
+            )
+        self.components.extend(components)
+
+    def component_list(self) -> list[Component]:
+        return list(self.components)  # type: ignore[arg-type]
+
+    @property
+    def mixing_on_simplex(self) -> bool:
+        """Whether the mixing weights sum to one per edge (False under FairDARTS's sigmoid)."""
+        return all(c.on_simplex for c in self.component_list())
+
+    def mix(self, alpha_EO: Tensor) -> Tensor:
+        """A logit strategy's mixing weights: softmax, unless a component replaces it."""
+        for c in self.component_list():
+            if c.replaces_mixing:
+                return c.mixing(alpha_EO)
+        return torch.softmax(alpha_EO, dim=-1)
+
+    def prepare_supernet(self, supernet: Supernet) -> None:
+        """Let the components set their supernet options (before the weight optimiser)."""
+        for c in self.component_list():
+            c.prepare_supernet(supernet)
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Set the components' per-epoch schedules for 0-based epoch ``epoch`` (the loop
+        calls it before every epoch, and after a resume)."""
+        for c in self.component_list():
+            c.begin_epoch(epoch)
+
+    @property
+    def cost(self) -> Any:
+        """The hardware-cost objective (``nas.hardware.cost.CostObjective``) of the cost
+        component, if one is composed; setting it composes (or removes) that component."""
+        from nas.search.components.hardware_cost import HardwareCost
+
+        for c in self.component_list():
+            if isinstance(c, HardwareCost):
+                return c.objective
+        return None
+
+    @cost.setter
+    def cost(self, objective: Any) -> None:
+        from nas.search.components.hardware_cost import HardwareCost
+
+        kept = [c for c in self.component_list() if not isinstance(c, HardwareCost)]
+        self.components = nn.ModuleList(kept)
+        if objective is not None:
+            self.components.append(HardwareCost(objective=objective))
 
     # ----------------------------------------------------------------------------- set-up
 
@@ -158,8 +226,10 @@ class SearchStrategy(nn.Module, abc.ABC):
         for cell_type, (num_edges, num_ops) in ctx.supernet.arch_shapes().items():
             init = self.init_scale * torch.randn(num_edges, num_ops, generator=generator)
             self.arch_params[cell_type] = nn.Parameter(init.to(device))
+        for c in self.component_list():
+            c.attach(self)
         self.arch_optimizer = torch.optim.Adam(
-            self.arch_params.values(),
+            self.arch_parameters(),
             lr=self.arch_lr,
             betas=self.arch_betas,
             weight_decay=self.arch_weight_decay,
@@ -177,7 +247,14 @@ class SearchStrategy(nn.Module, abc.ABC):
         return self.ctx.supernet
 
     def arch_parameters(self) -> list[nn.Parameter]:
-        return list(self.arch_params.values())
+        """The strategy's architecture parameters, then the components' own (PC-DARTS's edge
+        betas), all optimised by the architecture optimiser."""
+        return list(self.arch_params.values()) + self.direct_arch_parameters()
+
+    def direct_arch_parameters(self) -> list[nn.Parameter]:
+        """The components' architecture parameters: they act on the supernet directly, not
+        through the mixing weights, so their gradient comes from the loss itself."""
+        return [p for c in self.component_list() for p in c.arch_parameters()]
 
     def weight_parameters(self) -> list[nn.Parameter]:
         return [p for g in self.ctx.weight_optimizer.param_groups for p in g["params"]]
@@ -211,14 +288,24 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     def derivation_weights(self) -> ArchWeights:
         """The weights a selector derives the genotype from (default: the deterministic ones)."""
-        return self.overridden(self.strategy_weights(sample=False))
+        return self.overridden(self.for_derivation(self.strategy_weights(sample=False)))
+
+    def for_derivation(self, weights: ArchWeights) -> ArchWeights:
+        """``weights`` as the components derive from them (PC-DARTS: x the edge weights)."""
+        for c in self.component_list():
+            weights = c.derivation_weights(self, weights)
+        return weights
 
     def overridden(self, weights: ArchWeights) -> ArchWeights:
         """``weights`` under the selector's ``weight_override``, if one is installed."""
         return weights if self.weight_override is None else self.weight_override(weights)
 
     def initial_partial_channels(self) -> int | None:
-        """The partial-channel K the supernet must start with, if the strategy fixes it."""
+        """The partial-channel K the supernet must start with, if the strategy (or one of its
+        components: PC-DARTS) fixes it."""
+        for c in self.component_list():
+            if c.partial_channels is not None:
+                return c.partial_channels
         return None
 
     @property
@@ -237,6 +324,8 @@ class SearchStrategy(nn.Module, abc.ABC):
         if bool(mask.all()):
             return weights_EO
         w = weights_EO * mask
+        if not self.mixing_on_simplex:  # independent weights (FairDARTS): nothing to share
+            return w
         return w / w.sum(-1, keepdim=True).clamp_min(1e-12)
 
     def arch_regularizer(self) -> Tensor | None:
@@ -273,6 +362,8 @@ class SearchStrategy(nn.Module, abc.ABC):
         opt = self.ctx.weight_optimizer
         with torch.no_grad():
             weights = self.arch_weights(sample=True)
+        for c in self.component_list():  # SDARTS: perturbed weights, for this step only
+            weights = c.perturb(self, weights, shards)
         opt.zero_grad(set_to_none=True)
         loss_sum: Tensor | float = 0.0
         acc_sum: Tensor | float = 0.0
@@ -345,6 +436,10 @@ class SearchStrategy(nn.Module, abc.ABC):
         architecture parameters only, so it is added once, after the sum over ranks)."""
         alphas = self.arch_parameters()
         reg = self.arch_regularizer()
+        for c in self.component_list():  # Beta-Decay, the zero-one loss
+            term = c.arch_penalty(self)
+            if term is not None:
+                reg = term if reg is None else reg + term
         if reg is None:
             return [None] * len(alphas)
         return list(torch.autograd.grad(reg, alphas, allow_unused=True))
@@ -371,40 +466,67 @@ class SearchStrategy(nn.Module, abc.ABC):
     ) -> dict[str, Tensor]:
         """First-order step: the validation loss differentiated in the architecture only."""
         weights = self.arch_weights(sample=True)
-        weight_grads, _, metrics = self.shard_grads(Shards.of(val_batch), weights, [], tag="val")
-        weight_grads, _ = self.add_cost(weights, weight_grads, metrics)
-        self.apply_arch_grads(self.through_weights(weights, weight_grads))
+        direct = self.direct_arch_parameters()
+        weight_grads, direct_grads, metrics = self.shard_grads(
+            Shards.of(val_batch), weights, direct, tag="val"
+        )
+        weight_grads, factor = self.add_cost(weights, weight_grads, metrics)
+        grads = self.through_weights(weights, weight_grads)
+        self.apply_arch_grads(self.with_direct(grads, direct_grads, factor))
         return metrics
 
-    # ---- hardware cost (nas.hardware.cost), begin
+    def with_direct(
+        self,
+        grads: list[Tensor | None],
+        direct_grads: Sequence[Tensor | None],
+        factor: Tensor | None = None,
+    ) -> list[Tensor | None]:
+        """``grads`` (one per ``arch_parameters()``) with the components' parameters' own
+        gradients in their places (scaled by the loss's factor on CE, if any)."""
+        if not direct_grads:
+            return grads
+        n = len(grads) - len(direct_grads)
+        scaled = [
+            g if g is None or factor is None else g * factor.to(g.dtype) for g in direct_grads
+        ]
+        return [*grads[:n], *_accumulate(list(grads[n:]), scaled)]
+
     def add_cost(
         self,
         weights: ArchWeights,
         weight_grads: list[Tensor | None],
         metrics: dict[str, Tensor],
     ) -> tuple[list[Tensor | None], Tensor | None]:
-        """With a cost objective set, turn the gradients of this process's share of the
-        validation loss (w.r.t. the mixing weights) into those of the cost-aware loss, and
-        log the expected cost; returns them and the loss's factor on CE (None without a cost)."""
-        if self.cost is None:
-            return weight_grads, None
-        world = D.get_world_size()
-        grads, factor, expected = self.cost.adjust_weight_grads(
-            weights, weight_grads, metrics["val_loss"], world
-        )
-        # shares of a global value: the loop sums the metrics over the ranks
-        metrics[f"expected_{self.cost.model.metric}"] = expected / world
-        return grads, factor
-
-    # ---- hardware cost, end
+        """The components' loss transforms (the hardware cost, ``nas.search.components.
+        hardware_cost``): turn the gradients of this process's share of the validation loss
+        (w.r.t. the mixing weights) into those of the loss they build; returns them and the
+        loss's factor on CE (None where no component scales it)."""
+        factor: Tensor | None = None
+        for c in self.component_list():
+            weight_grads, f = c.adjust_arch_grads(self, weights, weight_grads, metrics)
+            if f is not None:
+                factor = f if factor is None else factor * f
+        return weight_grads, factor
 
     def log_state(self) -> dict[str, Any]:
         """Strategy state worth logging every epoch (stage, K, how evaluation weights are made)."""
         return {}
 
+    def component_log_state(self) -> dict[str, Any]:
+        """The components' values worth logging every epoch (epsilon, beta, lambda)."""
+        out: dict[str, Any] = {}
+        for c in self.component_list():
+            out.update(c.log_state())
+        return out
+
     def updates_arch(self, epoch: int) -> bool:
         """Whether epoch ``epoch`` (0-based) takes architecture steps (DrNAS warms up first)."""
         return not self.fix_alpha
+
+    def components_update_arch(self, epoch: int) -> bool:
+        """Whether every component lets epoch ``epoch`` take architecture steps (PC-DARTS's
+        warm-up)."""
+        return all(c.updates_arch(epoch) for c in self.component_list())
 
     def on_epoch_end(self, epoch: int) -> None:
         """Per-epoch schedules (progressive stages, pruning); nothing for plain DARTS."""

@@ -33,6 +33,7 @@ class DARTS(SearchStrategy):
     """DARTS with ``order`` 1 (first-order approximation) or 2 (unrolled)."""
 
     name = "darts"
+    mixing_kind = "logits"
 
     def __init__(
         self,
@@ -61,10 +62,8 @@ class DARTS(SearchStrategy):
 
     def strategy_weights(self, *, sample: bool) -> ArchWeights:
         # DARTS is deterministic: `sample` changes nothing.
-        return {
-            ct: self.apply_mask(ct, torch.softmax(alpha, dim=-1))
-            for ct, alpha in self.arch_params.items()
-        }
+        # softmax, unless a component replaces it (FairDARTS's sigmoid)
+        return {ct: self.apply_mask(ct, self.mix(alpha)) for ct, alpha in self.arch_params.items()}
 
     def arch_step(
         self, train_batch: Batch | Shards, val_batch: Batch | Shards

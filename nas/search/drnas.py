@@ -125,6 +125,7 @@ class DrNAS(DARTS):
     """DrNAS (first order by default; ``order=2`` uses the unrolled DARTS gradient)."""
 
     name = "drnas"
+    mixing_kind = "dirichlet"
 
     def __init__(
         self,
@@ -201,7 +202,9 @@ class DrNAS(DARTS):
         return starts
 
     def initial_partial_channels(self) -> int | None:
-        return self.stages[0].partial_channels if self.stages else None
+        return (
+            self.stages[0].partial_channels if self.stages else super().initial_partial_channels()
+        )
 
     def _stage_of(self, epoch: int) -> tuple[int, int]:
         """(stage index, epoch within the stage) of a 0-based epoch."""
@@ -301,7 +304,7 @@ class DrNAS(DARTS):
                 ct: self.apply_mask(ct, torch.softmax(beta, dim=-1))
                 for ct, beta in self.arch_params.items()
             }
-        return self.overridden(w)
+        return self.overridden(self.for_derivation(w))
 
     def arch_regularizer(self) -> Tensor | None:
         if self.reg_type != "kl":

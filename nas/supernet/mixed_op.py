@@ -9,6 +9,9 @@ normalisation): only the first ``C / K`` channels go through the ops; the rest b
 (max-pooled 2x2 on stride-2 edges), are concatenated back, and the channels are shuffled with
 ``K`` groups.
 
+Auxiliary op (DARTS-, Chu et al., ICLR 2021, H4): ``aux`` (None unless a search component sets
+it) is added to the edge's output as ``aux_scale * aux(x)``, outside the mixing weights.
+
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
 run at all (the reference multiplies ``none``'s zeros and every other output by its weight).
 The weighted sum is one autograd node per edge (``weighted_sum``): the forward accumulates in
@@ -136,11 +139,17 @@ class MixedOp(nn.Module):
                 )
             self.ops.append(op)
         self._runnable = [name != "none" for name in ops]
+        # DARTS-'s auxiliary skip (nas.search.components.darts_minus): outside the weights
+        self.aux: nn.Module | None = None
+        self.aux_scale = 0.0
 
     def forward(
         self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None = None
     ) -> Tensor | None:
         ops = [k for k in range(len(self.ops)) if active_O[k] and self._runnable[k]]
+        if self.aux is not None and self.aux_scale != 0:
+            extra = self.aux(x) * self.aux_scale
+            acc = extra if acc is None else acc + extra
         if self.k == 1:
             if not ops:
                 return acc

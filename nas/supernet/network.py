@@ -16,6 +16,10 @@ each cell type (``ArchWeights``: cell type -> ``weights_EO`` = [edges, ops]).
   DARTS-PT and DrNAS, so eval mode normalises with them; no BN after pools) and ResNet-block
   reductions.
 
+Edge normalisation (PC-DARTS, H2): ``edge_weights``, None unless a search component sets it,
+returns a weight per edge and cell type each forward; an edge's whole output (bypassed partial
+channels included) is scaled by it before its node sums.
+
 Both also carry per-edge op masks (a buffer per cell type; masked ops never run) and partial
 channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive learning uses.
 """
@@ -41,6 +45,11 @@ class Supernet(nn.Module):
     """Common interface: the space, op masks, partial channels and ``forward(x, weights)``."""
 
     space: Space
+    # PC-DARTS's edge normalisation (nas.search.components.pc_darts): cell type -> [edges]
+    edge_weights: Callable[[], dict[str, Tensor]] | None = None
+
+    def current_edge_weights(self) -> dict[str, Tensor] | None:
+        return None if self.edge_weights is None else self.edge_weights()
 
     def _init_masks(self) -> None:
         for cell_type, cell in self.space.cells.items():
@@ -132,6 +141,14 @@ class Supernet(nn.Module):
         raise NotImplementedError
 
 
+def _add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tensor | None:
+    """``node + scale * out`` (either may be None: nothing there yet / an edge with no op)."""
+    if out is None:
+        return node
+    scaled = out * scale
+    return scaled if node is None else node + scaled
+
+
 class DartsSearchCell(nn.Module):
     """A supernet cell of a DARTS-style space (4 nodes, 14 mixed edges)."""
 
@@ -168,13 +185,22 @@ class DartsSearchCell(nn.Module):
         self.multiplier = len(self.edges_into)
 
     def forward(
-        self, s0: Tensor, s1: Tensor, weights_EO: Tensor, active: list[list[bool]]
+        self,
+        s0: Tensor,
+        s1: Tensor,
+        weights_EO: Tensor,
+        active: list[list[bool]],
+        edge_weights_E: Tensor | None = None,
     ) -> Tensor:
         states = [self.preprocess0(s0), self.preprocess1(s1)]
         w_E = weights_EO.unbind(0)
         for edges in self.edges_into:
             node: Tensor | None = None
             for e in edges:
+                if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
+                    out = self.ops[e](states[self.edge_src[e]], w_E[e], active[e], None)
+                    node = _add_scaled(node, out, edge_weights_E[e])
+                    continue
                 node = self.ops[e](states[self.edge_src[e]], w_E[e], active[e], node)
             if node is None:  # every op into this node is off: the node is zero
                 ref = states[1] if not self.reduction else states[1][:, :, ::2, ::2]
@@ -270,9 +296,11 @@ class DartsSupernet(Supernet):
     ) -> tuple[Tensor, Tensor]:
         types = {self.cell_types[i] for i in cells}
         active = self.active_ops({ct: weights[ct] for ct in types})
+        edge_w = self.current_edge_weights() if len(cells) else None
         for i in cells:
             ct = self.cell_types[i]
-            s0, s1 = s1, self.cells[i](s0, s1, weights[ct], active[ct])
+            ew = None if edge_w is None else edge_w[ct]
+            s0, s1 = s1, self.cells[i](s0, s1, weights[ct], active[ct], ew)
         return s0, s1
 
     def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> tuple[Tensor, Tensor]:
@@ -309,12 +337,22 @@ class NB201SearchCell(nn.Module):
             for e in cell.edges
         )
 
-    def forward(self, x: Tensor, weights_EO: Tensor, active: list[list[bool]]) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        weights_EO: Tensor,
+        active: list[list[bool]],
+        edge_weights_E: Tensor | None = None,
+    ) -> Tensor:
         nodes = [x]
         w_E = weights_EO.unbind(0)
         for edges in self.edges_into:
             node: Tensor | None = None
             for e in edges:
+                if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
+                    out = self.ops[e](nodes[self.edge_src[e]], w_E[e], active[e], None)
+                    node = _add_scaled(node, out, edge_weights_E[e])
+                    continue
                 node = self.ops[e](nodes[self.edge_src[e]], w_E[e], active[e], node)
             nodes.append(torch.zeros_like(x) if node is None else node)
         return nodes[-1]
@@ -369,10 +407,12 @@ class NB201Supernet(Supernet):
             return feature
         active = self.active_ops(weights)["cell"]
         w = weights["cell"]
+        edge_w = self.current_edge_weights()
+        ew = None if edge_w is None else edge_w["cell"]
         for i in cells:
             cell = self.cells[i]
             if isinstance(cell, NB201SearchCell):
-                feature = cell(feature, w, active)
+                feature = cell(feature, w, active, ew)
             else:
                 feature = cell(feature)
         return feature

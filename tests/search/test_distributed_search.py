@@ -104,7 +104,12 @@ def search_1proc(run_dir: Path, overrides: list[str]) -> None:
 def final_state(run_dir: Path) -> dict:
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
     return {
-        "arch": {k: v for k, v in state["strategy"]["module"].items() if k.startswith("arch")},
+        # the strategy's architecture parameters and its components' (PC-DARTS's edge betas)
+        "arch": {
+            k: v
+            for k, v in state["strategy"]["module"].items()
+            if k.startswith(("arch", "components"))
+        },
         "weights": {
             k: v
             for k, v in state["supernet"].items()
@@ -309,3 +314,60 @@ def test_one_process_search_preempted_then_resumed_on_two(tmp_path, monkeypatch,
     assert_same_search(final_state(one_ref), final_state(run_dir))
     steps = [e["step"] for e in events(run_dir, "step")]
     assert steps == list(range(1, 13))  # the log reads as one run
+
+
+# ------------------------------------------------------------ strategies with components
+
+# a sample of strategy x component pairs (tests/search/test_components.py steps every pair):
+# SDARTS's draws on top of DrNAS's, PC-DARTS's edge betas (architecture parameters of a
+# component) after a warm-up epoch, SDARTS-ADV's attack (resume only: its eval-mode forward
+# reads batch-norm running statistics, which each rank updates from its own images within an
+# epoch, so two processes attack with other statistics than one; every rank still takes the
+# same step, which sync_check_every=1 checks)
+COMPONENT_PAIRS = {
+    "drnas+sdarts_rs": [*TINY, "search=drnas", "epochs=2", "eval=false",
+                        "components=[sdarts_rs]"],
+    "darts+pc_darts": [*TINY, "epochs=2", "eval=false", "components=[pc_darts]",
+                       "components.pc_darts.warmup_epochs=1",
+                       "components.pc_darts.partial_channels=2"],
+    "darts+sdarts_adv": [*TINY, "epochs=2", "eval=false", "components=[sdarts_adv]"],
+}  # fmt: skip
+ONE_PROCESS_ONLY = {"darts+sdarts_adv"}
+
+
+@pytest.mark.parametrize("pair", sorted(COMPONENT_PAIRS))
+def test_components_on_two_processes_equal_one_and_resume_exactly(tmp_path, monkeypatch, pair):
+    overrides = COMPONENT_PAIRS[pair]
+    search_1proc(tmp_path / "one", overrides)
+    one = final_state(tmp_path / "one")
+    assert any(k.startswith("components") for k in one["arch"]) == (pair == "darts+pc_darts")
+    if pair not in ONE_PROCESS_ONLY:
+        two = search_2proc(tmp_path / "two", overrides)
+        assert two.returncode == 0, two.stderr
+        assert_same_search(one, final_state(tmp_path / "two"))
+
+    # preempted in the middle of epoch 2, resumed: the uninterrupted search
+    run_dir = tmp_path / "resumed"
+    real_step = SearchStrategy.step
+    calls = {"n": 0}
+
+    def step_then_request_stop(self, *args, **kwargs):
+        out = real_step(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 6:  # epoch 2, second step
+            run.stop.request()
+        return out
+
+    torch.set_num_threads(1)
+    run = SearchRun(_cfg([*overrides, "micro_batches=2"]), run_dir)
+    monkeypatch.setattr(SearchStrategy, "step", step_then_request_stop)
+    with pytest.raises(Preempted):
+        run.run()
+    monkeypatch.undo()
+    search_1proc(run_dir, [*overrides, "resume=true"])
+    resumed = final_state(run_dir)
+    assert resumed["genotype"] == one["genotype"]
+    for k in one["arch"]:
+        assert torch.equal(one["arch"][k], resumed["arch"][k]), k
+    for k in one["weights"]:
+        assert torch.equal(one["weights"][k], resumed["weights"][k]), k

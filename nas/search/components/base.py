@@ -1,0 +1,117 @@
+"""The component seam: robustness methods and objectives that compose with any strategy.
+
+Third stage of the pipeline (``nas.search``). A *component* changes one part of a search
+without owning it: the strategy (DARTS, DrNAS, ...) still owns the architecture parameters,
+their optimiser and the bi-level step; a component plugs into named hooks of that step, so a
+strategy and a component meet only here and no code is written for a pair. A config lists
+components next to a strategy (``search=drnas components=[sdarts_rs]``, the Hydra config
+group ``configs/components``); each is built from its YAML's ``_target_`` like a strategy
+(``nas.plugins.build_components``) and named by its file.
+
+The hooks (each a no-op by default; a component overrides the ones it needs):
+
+* ``check(strategy, others)``: refuse a pair that makes no sense with a one-line
+  ``ValueError`` saying why (FairDARTS's sigmoid with DrNAS's Dirichlet samples);
+* ``prepare_supernet(supernet)``: set a supernet option before the weight optimiser exists
+  (DARTS-'s auxiliary skip ops, whose weights the optimiser trains; PC-DARTS's edge
+  normalisation);
+* ``attach(strategy)``: after the strategy made its architecture parameters; a component's own
+  ``nn.Parameter``s (PC-DARTS's edge betas) are architecture parameters too, optimised by the
+  strategy's Adam and saved in its checkpoint (components are sub-modules of the strategy);
+* ``partial_channels``: the partial-channel K the supernet starts with (PC-DARTS);
+* ``mixing(alpha_EO)``: replace the softmax of a logit strategy (FairDARTS's sigmoid);
+  ``on_simplex`` says whether the result still sums to one per edge;
+* ``begin_epoch(epoch)``: per-epoch schedules, a pure function of the 0-based epoch, so a
+  resumed run reaches the same values (SDARTS's epsilon, DARTS-'s beta, beta-DARTS's lambda);
+* ``updates_arch(epoch)``: whether an epoch takes architecture steps (PC-DARTS's warm-up);
+* ``perturb(strategy, weights, shards)``: transform the mixing weights of the weight step only
+  (SDARTS-RS / -ADV);
+* ``arch_penalty(strategy)``: a term of the architecture loss that reads the architecture
+  parameters only (Beta-Decay, FairDARTS's zero-one loss); added once after the sum over ranks;
+* ``adjust_arch_grads(strategy, weights, grads, metrics)``: rewrite the gradient of the
+  validation loss with respect to the mixing weights into that of a loss built from it (the
+  hardware-cost objective ``a(E) * CE + c(E)``); returns the factor ``a(E)`` (or None);
+* ``derivation_weights(strategy, weights)``: the weights a selector derives the genotype from
+  (PC-DARTS: op weight x edge weight);
+* ``log_state()``: values worth logging every epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from nas.search.base import SearchStrategy, Shards
+    from nas.supernet import ArchWeights, Supernet
+
+
+class Component(nn.Module):
+    """Base class of a search component (see the module doc for the hooks)."""
+
+    #: the component's name: its YAML's file name (set by ``nas.plugins.build_components``)
+    name: str = ""
+    #: whether ``mixing`` keeps every edge's weights on the simplex (sums to one)
+    on_simplex: ClassVar[bool] = True
+    #: whether the component replaces the strategy's softmax (``mixing``)
+    replaces_mixing: ClassVar[bool] = False
+    #: whether the component reads the mixing weights as a simplex (SDARTS's projection)
+    needs_simplex: ClassVar[bool] = False
+
+    def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
+        """Raise a one-line ``ValueError`` if this component cannot run with ``strategy`` and
+        the ``others`` components."""
+
+    def prepare_supernet(self, supernet: Supernet) -> None:
+        """Set a supernet option (called before the weight optimiser is built)."""
+
+    def attach(self, strategy: SearchStrategy) -> None:
+        """Called once the strategy has its architecture parameters, before its Adam exists."""
+
+    @property
+    def partial_channels(self) -> int | None:
+        """The partial-channel K the supernet must start with, if the component fixes it."""
+        return None
+
+    def mixing(self, alpha_EO: Tensor) -> Tensor:
+        """The mixing weights of one cell type's logits (only if ``replaces_mixing``)."""
+        raise NotImplementedError
+
+    def arch_parameters(self) -> list[nn.Parameter]:
+        """The component's own architecture parameters (in the strategy's Adam)."""
+        return list(self.parameters())
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Set the schedules of 0-based epoch ``epoch``."""
+
+    def updates_arch(self, epoch: int) -> bool:
+        return True
+
+    def perturb(
+        self, strategy: SearchStrategy, weights: ArchWeights, shards: Shards
+    ) -> ArchWeights:
+        """The mixing weights the weight step uses (given: the strategy's, without autograd)."""
+        return weights
+
+    def arch_penalty(self, strategy: SearchStrategy) -> Tensor | None:
+        """A term of the architecture loss that reads only the architecture parameters."""
+        return None
+
+    def adjust_arch_grads(
+        self,
+        strategy: SearchStrategy,
+        weights: ArchWeights,
+        grads: list[Tensor | None],
+        metrics: dict[str, Tensor],
+    ) -> tuple[list[Tensor | None], Tensor | None]:
+        """Gradients of this process's share of the validation loss w.r.t. the mixing weights
+        -> those of the loss this component builds from it, and the loss's factor on CE."""
+        return grads, None
+
+    def derivation_weights(self, strategy: SearchStrategy, weights: ArchWeights) -> ArchWeights:
+        return weights
+
+    def log_state(self) -> dict[str, Any]:
+        return {}
