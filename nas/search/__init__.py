@@ -3,5 +3,6 @@
 from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, Shards
 from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
+from nas.search.gdas import GDAS
 
-__all__ = ["DARTS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy", "Shards"]
+__all__ = ["DARTS", "GDAS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy", "Shards"]
