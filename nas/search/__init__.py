@@ -4,5 +4,15 @@ from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, Shards
 from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
 from nas.search.gdas import GDAS
+from nas.search.reinmax import ReinMax
 
-__all__ = ["DARTS", "GDAS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy", "Shards"]
+__all__ = [
+    "DARTS",
+    "GDAS",
+    "STRATEGIES",
+    "ReinMax",
+    "DrNAS",
+    "SearchContext",
+    "SearchStrategy",
+    "Shards",
+]
