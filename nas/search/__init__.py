@@ -5,11 +5,13 @@ from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
 from nas.search.gdas import GDAS
 from nas.search.reinmax import ReinMax
+from nas.search.rsws import RSWS
 
 __all__ = [
     "DARTS",
     "GDAS",
     "STRATEGIES",
+    "RSWS",
     "ReinMax",
     "DrNAS",
     "SearchContext",
