@@ -6,6 +6,7 @@ from nas.search.drnas import DrNAS
 from nas.search.gdas import GDAS
 from nas.search.reinmax import ReinMax
 from nas.search.rsws import RSWS
+from nas.search.snas import SNAS
 
 __all__ = [
     "DARTS",
@@ -13,6 +14,7 @@ __all__ = [
     "STRATEGIES",
     "RSWS",
     "ReinMax",
+    "SNAS",
     "DrNAS",
     "SearchContext",
     "SearchStrategy",

@@ -218,7 +218,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninter
         (["epochs=-1"], "epochs must be an int >= 0, got -1"),
         (["batch_size=abc"], "batch_size must be a positive int, got 'abc'"),
         (["search.order=3"], "search.order must be 1 or 2, got 3"),
-        (["data.train_portion=1.5"], r"train_portion must be a number in \(0, 1\), got 1.5"),
+        (["data.train_portion=1.5"], r"train_portion must be a number in \(0, 1\], got 1.5"),
         (["resume=true"], "no checkpoint at"),
         (["optimizer.lr=1e30", "eval=false"], "became nan at epoch 1"),
     ],
