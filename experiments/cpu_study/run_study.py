@@ -56,6 +56,23 @@ METHODS: dict[str, list[str]] = {
     "darts+pt": ["search=darts", *PT],
     "drnas": ["search=drnas", "selection=argmax"],
     "drnas+pt": ["search=drnas", *PT],
+    # the sampling strategies (issue 19); RS-WS selects with its own selector at this scale:
+    # 100 random architectures on one batch each, the top 5 on the whole architecture split
+    "gdas": ["search=gdas", "selection=argmax"],
+    "gdas+pt": ["search=gdas", *PT],
+    "snas": ["search=snas", "selection=argmax"],
+    "snas+pt": ["search=snas", *PT],
+    "reinmax": ["search=reinmax", "selection=argmax"],
+    "reinmax+pt": ["search=reinmax", *PT],
+    "rsws": [
+        "search=rsws",
+        "selection=rsws",
+        "selection.rounds=1",
+        "selection.archs=100",
+        "selection.batches_per_arch=1",
+        "selection.top_k=5",
+    ],
+    "rsws+pt": ["search=rsws", *PT],
     "zc-naswot": ["search=darts", *ZC, "selection.proxy=naswot"],
     "zc-synflow": ["search=darts", *ZC, "selection.proxy=synflow"],
 }

@@ -133,10 +133,13 @@ def assert_same_search(a: dict, b: dict, *, arch_atol: float = 1e-6, weight_atol
 
 
 # Every strategy of the config group ``search`` (a new one is tested without a line added):
-# DARTS in its second order, the others with their defaults
+# DARTS in its second order, RS-WS with its own (sharded) selection, the others with defaults
 def _search_overrides(strategy: str) -> list[str]:
     if strategy == "darts":
         return DARTS2
+    if strategy == "rsws":
+        return [*TINY, "search=rsws", "epochs=3", "selection=rsws", "selection.archs=6",
+                "selection.batches_per_arch=1", "selection.top_k=2", "selection.rounds=2"]  # fmt: skip
     return [*TINY, f"search={strategy}", "epochs=3"]
 
 
