@@ -138,6 +138,18 @@ class RSWS(SamplingStrategy):
     def updates_arch(self, epoch: int) -> bool:
         return False
 
+    @property
+    def cost(self) -> Any:
+        return None
+
+    @cost.setter
+    def cost(self, value: Any) -> None:
+        if value is not None:  # nas.hardware.cost.attach_cost: refuse instead of ignoring it
+            raise ValueError(
+                "search=rsws has no architecture loss for a hardware-cost term (cost=...): "
+                "it samples architectures uniformly"
+            )
+
     def arch_parameters(self) -> list[nn.Parameter]:
         return []
 

@@ -213,6 +213,18 @@ class SNAS(SamplingStrategy):
     def updates_arch(self, epoch: int) -> bool:
         return not self.fix_alpha
 
+    @property
+    def cost(self) -> Any:
+        return None
+
+    @cost.setter
+    def cost(self, value: Any) -> None:
+        if value is not None:  # nas.hardware.cost.attach_cost: refuse instead of ignoring it
+            raise ValueError(
+                "search=snas has no hardware-cost term of the architecture loss (cost=...): "
+                "its single-level step takes none; use search.resource_penalty=log|linear"
+            )
+
     # ----------------------------------------------------------- resource penalty
 
     def _cell_costs(self) -> dict[str, list[Tensor]]:

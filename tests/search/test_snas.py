@@ -116,3 +116,12 @@ def test_the_resource_penalty_pushes_alpha_away_from_expensive_ops(form):
     s.begin_step(0)
     metrics = s.step(_batch(), None)
     assert "resource_penalty" in metrics and torch.isfinite(metrics["resource_penalty"])
+
+
+def test_a_hardware_cost_term_is_refused_not_ignored():
+    from nas.search.rsws import RSWS
+
+    for strategy in (SNAS(), RSWS()):
+        assert strategy.cost is None
+        with pytest.raises(ValueError, match="hardware-cost"):
+            strategy.cost = object()
