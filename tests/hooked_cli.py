@@ -123,19 +123,41 @@ def main() -> None:
         from nas.train.loop import TrainRun as Owner  # type: ignore[assignment]
 
         name = "_train_step"
-    real_step = getattr(Owner, name)
+    # a strategy may define its own step (GDAS: weight step first): hook every class that does,
+    # counting a step once however many of them it passes through
+    owners = [Owner]
+    if args.program == "search":
+        import nas.search  # noqa: F401  (the toolkit's strategies)
 
-    def step(self, *a, **k):  # type: ignore[no-untyped-def]
-        out = real_step(self, *a, **k)
-        steps["n"] += 1
-        if steps["n"] == args.pause_at_step:
-            _pause("at-step")
-        rank = int(os.environ.get("RANK", "0"))
-        if steps["n"] == args.sigterm_at_step and rank == args.sigterm_rank:
-            os.kill(os.getpid(), signal.SIGTERM)  # handled before the step's boundary
-        return out
+        todo = list(Owner.__subclasses__())
+        while todo:
+            cls = todo.pop()
+            todo.extend(cls.__subclasses__())
+            if name in vars(cls):
+                owners.append(cls)
+    depth = {"n": 0}
 
-    setattr(Owner, name, step)
+    def hooked(real_step):  # type: ignore[no-untyped-def]
+        def step(self, *a, **k):  # type: ignore[no-untyped-def]
+            depth["n"] += 1
+            try:
+                out = real_step(self, *a, **k)
+            finally:
+                depth["n"] -= 1
+            if depth["n"]:
+                return out
+            steps["n"] += 1
+            if steps["n"] == args.pause_at_step:
+                _pause("at-step")
+            rank = int(os.environ.get("RANK", "0"))
+            if steps["n"] == args.sigterm_at_step and rank == args.sigterm_rank:
+                os.kill(os.getpid(), signal.SIGTERM)  # handled before the step's boundary
+            return out
+
+        return step
+
+    for owner in owners:
+        setattr(owner, name, hooked(vars(owner)[name]))
     sys.argv = [f"nas-{args.program}", *overrides]
     cli_main()
 

@@ -114,3 +114,34 @@ def test_reference_settings_of_the_fidelity_review():
     assert cfg.optimizer.stage_lr == "cosine"  # the intended schedule; `reference` on request
     selector = build_selector(_compose("experiment=pt_darts_cifar10"))
     assert selector.tune_lr_schedule == "constant" and selector.tune_lr_factor == 0.1
+
+
+def test_sampling_strategies_reference_settings():
+    """GDAS, SNAS, ReinMax, RS-WS experiments (experiments/{gdas,snas,reinmax,rsws}/README.md)."""
+    cfg = _compose("experiment=gdas_darts_cifar10")
+    # AutoDL's GDAS-NASNet search network: C, C, 2C (reduction), 2C, 4C (reduction), 4C
+    assert (cfg.space.layers, cfg.batch_size, cfg.epochs) == (6, 256, 250)
+    assert [i for i in range(6) if i in (6 // 3, 2 * 6 // 3)] == [2, 4]
+    assert plugin_name(cfg, "selection") == "gdas_topk"
+    strategy = build_strategy(_compose("experiment=gdas_nb201"))
+    assert (strategy.tau_max, strategy.tau_min, strategy.unselected_scalars_setting) == (
+        10.0,
+        0.1,
+        None,
+    )
+    cfg = _compose("experiment=snas_darts_cifar10")
+    assert cfg.data.train_portion == 1.0 and cfg.epochs == 150
+    snas = build_strategy(cfg)
+    assert (snas.resource_penalty, snas.resource_lambda, snas.arch_optimizer_kind) == (
+        "log",
+        1e-2,
+        "sgd",
+    )
+    selector = build_selector(_compose("experiment=rsws_nb201"))
+    assert (selector.rounds, selector.archs, selector.batches_per_arch, selector.top_k) == (
+        1,
+        100,
+        8,
+        0,
+    )
+    assert build_strategy(_compose("experiment=rsws_darts_cifar10")).grad_clip == 0.25

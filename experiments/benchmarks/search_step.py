@@ -8,6 +8,11 @@ architecture step plus a weight step (forward, backward, optimiser step each), a
 
     python experiments/benchmarks/search_step.py                 # all settings of the issue
     python experiments/benchmarks/search_step.py --only nb201-darts1 --steps 5 --warmup 2
+    python experiments/benchmarks/search_step.py --only nb201-darts1 --only nb201-gdas \
+        --only nb201-rsws                                        # issue 19's speed rows
+
+GDAS and RS-WS rows (and any strategy of ``WHOLE_STEP``) time ``strategy.step`` whole, in the
+"arch step" column: GDAS takes its weight step first and RS-WS has no architecture step.
 
 Side by side with the reference code (your own checkouts; see the README's performance section):
 reference and ours run alternately in fresh processes (``--rounds``, the order flipped every
@@ -61,7 +66,16 @@ SETTINGS = {
     # K=1 at C=36 / 20 cells does not fit this machine at batch 64: compare K=6 and K=1 at 16
     "s5-drnas-k6-c36-b16": ("s5", 36, 20, "drnas", 1, 6, 16, None, None),
     "s5-drnas-k1-c36-b16": ("s5", 36, 20, "drnas", 1, 1, 16, None, None),
+    # sampling strategies (issue 19): one op of each edge runs; compare with the DARTS rows above
+    "nb201-gdas": ("nb201", 16, 5, "gdas", 1, 1, 64, None, None),
+    "nb201-rsws": ("nb201", 16, 5, "rsws", 1, 1, 64, None, None),
+    "darts-gdas": ("darts", 16, 8, "gdas", 1, 1, 64, None, None),
+    "darts-rsws": ("darts", 16, 8, "rsws", 1, 1, 64, None, None),
 }
+
+# strategies whose step is not "architecture step, then weight step": the whole step is timed
+# (GDAS: weight step first; RS-WS: a weight step only; SNAS: one joint step)
+WHOLE_STEP = {"gdas", "reinmax", "rsws", "snas"}
 
 # setting -> the reference code it is compared with (``--reference-root NAME=PATH``)
 REFERENCE_OF = {
@@ -132,11 +146,23 @@ def run_one(
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
-    strategy = STRATEGIES.get(strategy_name)(order=order)
-    strategy.attach(SearchContext(net, opt, grad_clip=5.0))
-    times = time_steps(
-        strategy.arch_step, strategy.weight_step, batch, channels_last, steps, warmup
-    )
+    if strategy_name in WHOLE_STEP:
+        strategy = STRATEGIES.get(strategy_name)()
+        strategy.attach(SearchContext(net, opt, grad_clip=5.0))
+        seeds = iter(range(10**9))
+
+        def whole_step(tb: Any, vb: Any) -> None:
+            strategy.begin_step(next(seeds))
+            strategy.step(tb, vb)
+
+        # the "arch step" column holds the whole step, the "weight step" column 0
+        times = time_steps(whole_step, lambda tb: None, batch, channels_last, steps, warmup)
+    else:
+        strategy = STRATEGIES.get(strategy_name)(order=order)
+        strategy.attach(SearchContext(net, opt, grad_clip=5.0))
+        times = time_steps(
+            strategy.arch_step, strategy.weight_step, batch, channels_last, steps, warmup
+        )
     peak = peak_rss_mib()
     return {
         "setting": name,
@@ -214,7 +240,7 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.only or list(SETTINGS):
-        ref = REFERENCE_OF[name]
+        ref = REFERENCE_OF.get(name, "")
         if ref not in roots:
             print(f"| {name} | - | skipped: no --reference-root {ref}=PATH | | | | | | |")
             continue

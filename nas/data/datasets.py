@@ -679,15 +679,18 @@ def search_split(
 
     The first ``floor(train_portion * N)`` items train the weights, the rest the architecture;
     both keep the dataset's transform (the references use the training augmentation for both).
-    Deterministic: shuffle through the loaders.
+    Deterministic: shuffle through the loaders. ``train_portion=1.0``: no split, both are the
+    whole set (single-level methods that train on every image, as SNAS's reference does).
     """
     if (
         isinstance(train_portion, bool)
         or not isinstance(train_portion, (int, float))
-        or not 0.0 < train_portion < 1.0
+        or not 0.0 < train_portion <= 1.0
     ):
-        raise ValueError(f"train_portion must be a number in (0, 1), got {train_portion!r}")
+        raise ValueError(f"train_portion must be a number in (0, 1], got {train_portion!r}")
     num_items = len(dataset)  # type: ignore[arg-type]
+    if train_portion == 1.0:
+        return Subset(dataset, range(num_items)), Subset(dataset, range(num_items))
     split = int(math.floor(train_portion * num_items))
     if split == 0 or split == num_items:
         raise ValueError(

@@ -3,5 +3,20 @@
 from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, Shards
 from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
+from nas.search.gdas import GDAS
+from nas.search.reinmax import ReinMax
+from nas.search.rsws import RSWS
+from nas.search.snas import SNAS
 
-__all__ = ["DARTS", "STRATEGIES", "DrNAS", "SearchContext", "SearchStrategy", "Shards"]
+__all__ = [
+    "DARTS",
+    "GDAS",
+    "STRATEGIES",
+    "RSWS",
+    "ReinMax",
+    "SNAS",
+    "DrNAS",
+    "SearchContext",
+    "SearchStrategy",
+    "Shards",
+]

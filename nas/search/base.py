@@ -107,9 +107,13 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     name: ClassVar[str]
     #: how the mixing weights come from the architecture parameters: "logits" (a softmax that
-    #: a component may replace: DARTS), "dirichlet" (DrNAS's samples), or None (unknown to
+    #: a component may replace: DARTS), "dirichlet" (DrNAS's samples), "gumbel_hard" (GDAS),
+    #: "reinmax", "gumbel_soft" (SNAS), "uniform" (RS-WS: no parameters), or None (unknown to
     #: components, which then refuse what needs the answer)
     mixing_kind: ClassVar[str | None] = None
+    #: True for a strategy that trains weights and architecture on the training batch alone
+    #: (SNAS): its steps report no validation metrics
+    single_level: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -3,14 +3,18 @@
 from nas.selection.argmax import Argmax, argmax_genotype
 from nas.selection.base import SELECTORS, Selector
 from nas.selection.budget import BudgetArgmax
+from nas.selection.gdas_topk import GDASTopK
 from nas.selection.perturbation import PerturbationSelection, evaluate_variants
+from nas.selection.rsws import RandomWeightSharingSelection
 from nas.selection.zero_cost import ZeroCostSelection
 
 __all__ = [
     "SELECTORS",
     "Argmax",
     "BudgetArgmax",
+    "GDASTopK",
     "PerturbationSelection",
+    "RandomWeightSharingSelection",
     "Selector",
     "argmax_genotype",
     "evaluate_variants",

@@ -142,9 +142,40 @@ class MixedOp(nn.Module):
         # DARTS-'s auxiliary skip (nas.search.components.darts_minus): outside the weights
         self.aux: nn.Module | None = None
         self.aux_scale = 0.0
+        # GDAS's NB201 forward (set through Supernet.set_unselected_scalars): see
+        # add_unselected_scalars below
+        self.unselected_scalars = False
 
     def forward(
         self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None = None
+    ) -> Tensor | None:
+        out = self._mixed(x, weights_O, active_O, acc)
+        if self.unselected_scalars and weights_O.requires_grad:
+            out = self.add_unselected_scalars(x, weights_O, active_O, out)
+        return out
+
+    # ---- hard mixing weights: the unselected ops' scalar terms (H1), begin
+    def add_unselected_scalars(
+        self, x: Tensor, weights_O: Tensor, active_O: list[bool], out: Tensor | None
+    ) -> Tensor:
+        """``out + sum_{k off} w[k]`` as a broadcast scalar whose value is exactly 0 but whose
+        gradient is kept: GDAS's NB201 cell (AutoDL ``search_cells.py:72-86``, one-hot
+        ``hardwts``) adds ``hardwts[k]`` for every op but the selected one, so each unselected
+        op's weight receives ``sum dL/d(node)``. ``s - s.detach()`` is 0 whatever the weights'
+        values (a masked op's weight need not be 0)."""
+        off = [k for k in range(len(active_O)) if not active_O[k]]
+        if out is None:  # nothing ran (the selected op is `none`): a zero node to add to
+            ref = x if self.stride == 1 else x[:, :, :: self.stride, :: self.stride]
+            out = torch.zeros_like(ref)
+        if not off:
+            return out
+        s = weights_O[off].sum()
+        return out + (s - s.detach()).to(out.dtype)
+
+    # ---- hard mixing weights, end
+
+    def _mixed(
+        self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None
     ) -> Tensor | None:
         ops = [k for k in range(len(self.ops)) if active_O[k] and self._runnable[k]]
         if self.aux is not None and self.aux_scale != 0:

@@ -89,6 +89,17 @@ class Supernet(nn.Module):
     def mixed_ops(self) -> list[MixedOp]:
         return [m for m in self.modules() if isinstance(m, MixedOp)]
 
+    # ---- hard mixing weights (H1), begin
+    def set_unselected_scalars(self, on: bool) -> None:
+        """Whether, under one-hot mixing weights with a gradient, every edge adds its
+        unselected ops' weights as scalar terms of value 0 (GDAS's NB201 forward; see
+        ``MixedOp.add_unselected_scalars``). Off: only the selected op's term (the default,
+        and GDAS's DARTS-space forward)."""
+        for mixed in self.mixed_ops():
+            mixed.unselected_scalars = bool(on)
+
+    # ---- hard mixing weights, end
+
     @property
     def partial_channels(self) -> int:
         """K: each op sees 1/K of its edge's channels."""

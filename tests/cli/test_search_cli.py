@@ -13,6 +13,8 @@ import hooked_cli
 import pytest
 import torch
 
+from nas.plugins import available
+
 TINY = [
     "space=nb201",
     "space.C=4",
@@ -41,6 +43,10 @@ def snapshot(folder: Path) -> dict[Path, bytes | None]:
 def arch_state(run_dir: Path) -> dict[str, torch.Tensor]:
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
     return {k: v for k, v in state["strategy"]["module"].items() if k.startswith("arch_params")}
+
+
+def supernet_state(run_dir: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["supernet"]
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +98,36 @@ def test_stdout_names_the_genotype(tmp_path):
     assert "NB201 cell" in proc.stdout and "CIFAR-10" in proc.stdout
 
 
+def strategy_overrides(strategy: str) -> list[str]:
+    """A strategy's runs of the resume test (no figures but for DARTS's, which are checked)."""
+    return [f"search={strategy}"] + ([] if strategy == "darts" else ["figures=false"])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_of(tmp_path_factory, uninterrupted):
+    """The uninterrupted 3-epoch run of a strategy (DARTS: ``uninterrupted``), made once."""
+    runs = {"darts": uninterrupted}
+
+    def get(strategy: str) -> Path:
+        if strategy not in runs:
+            run_dir = tmp_path_factory.mktemp("runs") / strategy
+            proc = nas_search(run_dir, "epochs=3", *strategy_overrides(strategy))
+            assert proc.returncode == 0, proc.stderr
+            runs[strategy] = run_dir
+        return runs[strategy]
+
+    return get
+
+
 # Interrupted runs: the hooked program (tests/hooked_cli.py) pauses at an exact step, the test
 # acts (a signal, kill -9, a second run), then lets it go on. TINY: 3 steps per epoch, so step 5
 # is the second step of the second epoch (one epoch-end checkpoint written).
-def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted):
+@pytest.mark.parametrize("strategy", available("search"))
+def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted_of, strategy):
+    uninterrupted = uninterrupted_of(strategy)
     run_dir = tmp_path / "killed"
-    proc = hooked_cli.start("search", *TINY, "epochs=3", f"hydra.run.dir={run_dir}",
-                            pause_at_step=5)  # fmt: skip
+    proc = hooked_cli.start("search", *TINY, "epochs=3", *strategy_overrides(strategy),
+                            f"hydra.run.dir={run_dir}", pause_at_step=5)  # fmt: skip
     hooked_cli.wait_paused(proc)
     proc.kill()
     proc.wait()
@@ -106,10 +135,11 @@ def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted):
     assert not (run_dir / "genotype.json").exists()
     # the dead run's lock file is left, but the kernel dropped its lock: no stale lock
     assert (run_dir / ".lock").read_text().startswith(f"pid={proc.pid} ")
-    resumed = nas_search(run_dir, "epochs=3", "resume=true")
+    resumed = nas_search(run_dir, "epochs=3", *strategy_overrides(strategy), "resume=true")
     assert resumed.returncode == 0, resumed.stderr
-    a, b = arch_state(uninterrupted), arch_state(run_dir)
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    for state in (arch_state, supernet_state):  # (RS-WS has no architecture parameters)
+        a, b = state(uninterrupted), state(run_dir)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (run_dir / "genotype.json").read_text() == (uninterrupted / "genotype.json").read_text()
     assert not (run_dir / ".lock").exists()  # a run that ends removes its lock file
     # the resumed log reads as one run: no step logged twice
@@ -218,7 +248,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninter
         (["epochs=-1"], "epochs must be an int >= 0, got -1"),
         (["batch_size=abc"], "batch_size must be a positive int, got 'abc'"),
         (["search.order=3"], "search.order must be 1 or 2, got 3"),
-        (["data.train_portion=1.5"], r"train_portion must be a number in \(0, 1\), got 1.5"),
+        (["data.train_portion=1.5"], r"train_portion must be a number in \(0, 1\], got 1.5"),
         (["resume=true"], "no checkpoint at"),
         (["optimizer.lr=1e30", "eval=false"], "became nan at epoch 1"),
     ],

@@ -158,7 +158,7 @@ def test_root_required_or_forbidden():
     )
 
 
-@pytest.mark.parametrize("portion", [0, 1, 0.0, 1.0, -0.5, 1.5, math.nan, "0.5", True, None])
+@pytest.mark.parametrize("portion", [0, 0.0, -0.5, 1.5, math.nan, "0.5", True, None])
 def test_train_portion_outside_open_interval(portion):
     data = list(range(10))
     _raises(
@@ -166,8 +166,14 @@ def test_train_portion_outside_open_interval(portion):
         lambda: search_split(data, train_portion=portion),
         "train_portion",
         repr(portion),
-        "(0, 1)",
+        "(0, 1]",
     )
+
+
+@pytest.mark.parametrize("portion", [1, 1.0])
+def test_train_portion_one_gives_the_whole_set_to_both(portion):
+    weights, arch = search_split(list(range(10)), train_portion=portion)
+    assert list(weights) == list(arch) == list(range(10))
 
 
 def test_split_that_leaves_an_empty_half():

@@ -33,6 +33,7 @@ from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
 from nas.pipeline.search import Preempted, SearchError, SearchRun
+from nas.plugins import available
 from nas.search.base import SearchStrategy
 from nas.search.data import EpochSampler, SeededItems
 
@@ -136,13 +137,37 @@ def assert_same_search(a: dict, b: dict, *, arch_atol: float = 1e-6, weight_atol
         )
 
 
+# Every strategy of the config group ``search`` (a new one is tested without a line added):
+# DARTS in its second order, RS-WS with its own (sharded) selection, the others with defaults
+def _search_overrides(strategy: str) -> list[str]:
+    if strategy == "darts":
+        return DARTS2
+    if strategy == "rsws":
+        return [*TINY, "search=rsws", "epochs=3", "selection=rsws", "selection.archs=6",
+                "selection.batches_per_arch=1", "selection.top_k=2", "selection.rounds=2"]  # fmt: skip
+    return [*TINY, f"search={strategy}", "epochs=3"]
+
+
 @pytest.fixture(scope="module")
-def darts2(tmp_path_factory):
-    root = tmp_path_factory.mktemp("darts2")
-    two = search_2proc(root / "two", DARTS2)
-    assert two.returncode == 0, two.stderr
-    search_1proc(root / "one", DARTS2)
-    return root / "one", root / "two", two
+def searched(tmp_path_factory):
+    """``(one-process run, two-process run, its process)`` of a strategy, made once."""
+    runs: dict[str, tuple[Path, Path, subprocess.CompletedProcess[str]]] = {}
+
+    def get(strategy: str):
+        if strategy not in runs:
+            root = tmp_path_factory.mktemp(strategy)
+            two = search_2proc(root / "two", _search_overrides(strategy))
+            assert two.returncode == 0, two.stderr
+            search_1proc(root / "one", _search_overrides(strategy))
+            runs[strategy] = (root / "one", root / "two", two)
+        return runs[strategy]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def darts2(searched):
+    return searched("darts")
 
 
 # ----------------------------------------------------------------------- the pieces
@@ -206,8 +231,11 @@ def test_ranks_that_drift_apart_stop_the_search(tmp_path):
 # ----------------------------------------------------------------- whole searches
 
 
-def test_second_order_darts_on_two_processes_equals_one(darts2):
-    one, two, _ = darts2
+@pytest.mark.parametrize("strategy", available("search"))
+def test_every_strategy_on_two_processes_equals_one(searched, strategy):
+    """Second-order DARTS and every other strategy: all their random draws come from the step's
+    seed, so two processes draw what one does."""
+    one, two, _ = searched(strategy)
     a, b = final_state(one), final_state(two)
     assert_same_search(a, b)
     assert b["state"]["world_size"] == 2 and len(b["state"]["rng"]) == 2
@@ -215,7 +243,9 @@ def test_second_order_darts_on_two_processes_equals_one(darts2):
     steps_a, steps_b = events(one, "step"), events(two, "step")
     assert [e["step"] for e in steps_b] == list(range(1, 13))  # once each: rank 0 writes
     for ea, eb in zip(steps_a, steps_b, strict=True):
-        for key in ("train_loss", "train_acc", "val_loss", "val_acc"):
+        keys = {"train_loss", "train_acc", "val_loss", "val_acc"} & set(ea)
+        assert {"train_loss", "train_acc"} <= keys and keys <= set(eb)
+        for key in keys:
             assert eb[key] == pytest.approx(ea[key], abs=1e-6)
     # Eval mode normalises with the BN running statistics (every NB201 cell tracks them, as
     # the references), and those are per group: rank 0's moved once per step over its 8

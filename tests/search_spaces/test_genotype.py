@@ -168,11 +168,6 @@ def test_text_errors(text, space, message):
             r"normal_concat \[2, 3, 7\]: expected distinct intermediate nodes in 2\.\.5",
         ),
         (
-            _edit(pos=1, pair=("sep_conv_3x3", 0)),
-            "darts",
-            r"normal cell, node 2: input 0 is used twice",
-        ),
-        (
             _edit(pair=("sep_conv_5x5", 0)),
             "s2",
             r"operation 'sep_conv_5x5' is not allowed on edge 0->2 of space 's2'; allowed: skip_connect, sep_conv_3x3",
@@ -205,6 +200,21 @@ def test_wrong_number_of_inputs_for_the_space():
         ValueError, match=r"6 \(op, input\) pairs give 3 nodes; space 'darts' expects 8 pairs"
     ):
         g.validate(get_space("darts"))
+
+
+def test_two_ops_from_the_same_input_are_a_valid_cell_that_trains():
+    """GDAS's DARTS-space derivation may give a node two ops from one input."""
+    import torch
+
+    from search_spaces.families import family_of
+
+    data = _edit(pos=1, pair=("sep_conv_3x3", 0))
+    assert data["normal"][0][1] == data["normal"][1][1] == 0
+    g = parse_genotype(json.dumps(data), space="darts")
+    net, _ = family_of(g).network(g, C=8, layers=3, num_classes=10)
+    logits, _ = net(torch.randn(2, 3, 32, 32))
+    logits.sum().backward()
+    assert logits.shape == (2, 10)
 
 
 def test_nb201_arch_in_darts_space():

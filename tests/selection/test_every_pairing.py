@@ -37,6 +37,7 @@ LAYERS = {"darts": 3, "nb201": 1}
 # settings that keep the known selectors to seconds; a new selector runs with its defaults
 FAST = {
     "pt": ["selection.proj_intv=0", "selection.num_val_batches=1"],
+    "rsws": ["selection.archs=4", "selection.batches_per_arch=1", "selection.top_k=2"],
     "zc": [
         "selection.pool_size=1", "selection.batch_size=8", "selection.validate_rounds=1",
         "selection.post_C=4", "selection.post_layers=3",

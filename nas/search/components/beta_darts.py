@@ -61,6 +61,11 @@ class BetaDecay(Component):
         self._search_epochs: int | None = None
 
     def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
+        if strategy.mixing_kind == "uniform":
+            raise ValueError(
+                f"beta_darts regularises architecture logits, and {type(strategy).__name__} "
+                "samples uniformly with no architecture parameters"
+            )
         if strategy.mixing_kind is None:
             raise ValueError(
                 f"beta_darts regularises logits, and {type(strategy).__name__} does not say "

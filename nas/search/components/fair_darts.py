@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     from nas.supernet import Supernet
 
 
-KINDS = {"dirichlet": "Dirichlet samples"}
+KINDS = {
+    "dirichlet": "Dirichlet samples",
+    "gumbel_hard": "hard Gumbel-softmax samples",
+    "reinmax": "ReinMax's one-hot samples",
+    "gumbel_soft": "soft Gumbel-softmax samples",
+    "uniform": "uniform one-hot draws",
+}
 
 
 def zero_one_loss(sigmoids: Sequence[Tensor]) -> Tensor:

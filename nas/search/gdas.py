@@ -1,0 +1,144 @@
+"""GDAS: searching for a robust neural architecture in four GPU hours.
+
+Third stage of the pipeline (``nas.search``). Dong & Yang, CVPR 2019, as the reference code
+(D-X-Y/AutoDL-Projects; ``xautodl/models/cell_searchs/search_model_gdas.py:114-129``,
+``search_model_gdas_nasnet.py:164-183``, ``exps/NAS-Bench-201-algos/GDAS.py``):
+
+* hard Gumbel-softmax with the straight-through gradient, one sample per forward and cell type
+  (shared by all its cells): ``y = (log_softmax(alpha) + G) / tau``, ``h = softmax(y)``,
+  ``w = onehot(argmax h) - stopgrad(h) + h``: the value is one-hot, the gradient is
+  ``dh/dalpha``. The whole draw is repeated while the noise or ``h`` holds an inf or a NaN.
+  ``argmax y`` does not depend on ``tau``: the draws are exactly ``Cat(softmax(alpha))``, and
+  ``tau`` only shapes the gradient;
+* only the sampled op of an edge runs (the supernet skips zero-weight ops); with
+  ``unselected_scalars`` the other ops' weights are added to the node as scalars of value 0,
+  so that they too receive a gradient (the reference's NB201 cell, ``search_cells.py:72-86``);
+  without, only the selected term (its DARTS-space cell, ``search_cells.py:236-251``, and the
+  NB201 "gdas_v1"). The default follows the reference per space: on where every edge is kept
+  (NB201), off where a node selects its inputs (the DARTS spaces);
+* ``tau`` linear per epoch from ``tau_max`` = 10 to ``tau_min`` = 0.1 over the run's epochs
+  (``GDAS.py:237-239``);
+* each iteration takes the weight step first (on a fresh sample), then the architecture step
+  (on another fresh sample, first order, no clipping; ``GDAS.py:40-76``); alpha starts at
+  ``1e-3 * N(0, 1)`` and is trained by Adam(3e-4, (0.5, 0.999), wd 1e-3).
+
+Evaluation and derivation use ``softmax(alpha)``, the expected one-hot sample. The
+reference's DARTS-space genotype (top-2 (op, input) pairs per node, which may share an input)
+is the selector ``gdas_topk`` (``nas.selection.gdas_topk``); ``argmax`` and ``pt`` work too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from nas.search.base import STRATEGIES, Batch, Shards
+from nas.search.sampling import SamplingStrategy, check_tau, gumbel, linear_tau
+from nas.supernet import ArchWeights
+
+# a draw that keeps producing inf/NaN is a broken alpha, not bad luck: say so instead of looping
+MAX_REDRAWS = 100
+
+
+def gdas_sample(alpha: Tensor, tau: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """One hard straight-through Gumbel-softmax sample per row of ``alpha``: ``(weights,
+    index)``, redrawn while the noise or the soft sample is not finite (AutoDL
+    ``search_model_gdas.py:114-129``)."""
+    log_p = torch.log_softmax(alpha, dim=-1)
+    for _ in range(MAX_REDRAWS):
+        g = gumbel(alpha.shape, generator, alpha.device)
+        h = torch.softmax((log_p + g) / tau, dim=-1)
+        if bool(torch.isinf(g).any() or (~torch.isfinite(h)).any()):
+            continue
+        index = h.detach().argmax(-1, keepdim=True)
+        one_hot = torch.zeros_like(h).scatter_(-1, index, 1.0)
+        return one_hot - h.detach() + h, index.squeeze(-1)
+    raise FloatingPointError(
+        f"GDAS: {MAX_REDRAWS} Gumbel draws in a row gave a non-finite sample; the "
+        "architecture parameters are not finite"
+    )
+
+
+@STRATEGIES.register("gdas")
+class GDAS(SamplingStrategy):
+    """GDAS: hard Gumbel-softmax samples, weight step then architecture step."""
+
+    name = "gdas"
+    mixing_kind = "gumbel_hard"
+
+    def __init__(
+        self,
+        *,
+        arch_lr: float = 3e-4,
+        arch_betas: tuple[float, float] | list[float] = (0.5, 0.999),
+        arch_weight_decay: float = 1e-3,
+        init_scale: float = 1e-3,
+        fix_alpha: bool = False,
+        arch_grad_clip: float | None = None,
+        tau_max: float = 10.0,
+        tau_min: float = 0.1,
+        unselected_scalars: bool | None = None,
+    ) -> None:
+        super().__init__(
+            arch_lr=arch_lr,
+            arch_betas=arch_betas,
+            arch_weight_decay=arch_weight_decay,
+            init_scale=init_scale,
+            fix_alpha=fix_alpha,
+            arch_grad_clip=arch_grad_clip,
+        )
+        self.tau_max, self.tau_min = check_tau(tau_max, tau_min)
+        if unselected_scalars is not None and not isinstance(unselected_scalars, bool):
+            raise ValueError(
+                f"search.unselected_scalars must be true, false or null (the reference's "
+                f"default for the space), got {unselected_scalars!r}"
+            )
+        self.unselected_scalars_setting = unselected_scalars
+
+    def attach(self, ctx: Any, *, generator: torch.Generator | None = None) -> None:
+        super().attach(ctx, generator=generator)
+        self.supernet.set_unselected_scalars(self.unselected_scalars)
+
+    @property
+    def unselected_scalars(self) -> bool:
+        """The setting, or the reference's default for the space: the NB201 cell (every edge
+        kept) adds the scalars, the DARTS-space cell (a node selects its inputs) does not."""
+        if self.unselected_scalars_setting is not None:
+            return self.unselected_scalars_setting
+        return not self.supernet.space.selects_inputs
+
+    @property
+    def tau(self) -> float:
+        return linear_tau(self.epoch, self.ctx.epochs, self.tau_max, self.tau_min)
+
+    def log_state(self) -> dict[str, Any]:
+        return {"tau": self.tau}
+
+    def sampling_logits(self, cell_type: str) -> Tensor:
+        """alpha with masked ops at -inf (they are never drawn)."""
+        alpha = self.arch_params[cell_type]
+        mask = self.supernet.op_mask(cell_type)
+        return alpha if bool(mask.all()) else alpha.masked_fill(~mask, float("-inf"))
+
+    def strategy_weights(self, *, sample: bool) -> ArchWeights:
+        if not sample:
+            return {
+                ct: self.apply_mask(ct, torch.softmax(alpha, dim=-1))
+                for ct, alpha in self.arch_params.items()
+            }
+        # one draw (one generator) per forward, one sample per cell type
+        gen = self.generator(next(iter(self.arch_params.values())).device)
+        tau = self.tau
+        return {ct: gdas_sample(self.sampling_logits(ct), tau, gen)[0] for ct in self.arch_params}
+
+    def step(
+        self, train_batch: Batch | Shards, val_batch: Batch | Shards, *, update_arch: bool = True
+    ) -> dict[str, Tensor]:
+        """The weight step first, then the architecture step (``GDAS.py:40-76``), each on its
+        own sample."""
+        metrics = self.weight_step(train_batch)
+        if update_arch and not self.fix_alpha:
+            metrics.update(self.arch_step(train_batch, val_batch))
+        return metrics

@@ -1,0 +1,174 @@
+"""RS-WS: random search with weight sharing, the supernet-training half.
+
+Third stage of the pipeline (``nas.search``). Li & Talwalkar, "Random Search and
+Reproducibility for Neural Architecture Search", UAI 2019 (liamcli/randomNAS_release,
+``searchers/random_weight_share.py:72-79``, ``benchmarks/cnn/darts/darts_wrapper_discrete.py``):
+every iteration draws an architecture uniformly at random and takes one SGD step on a training
+batch with it; there are no architecture parameters and no architecture steps.
+
+* A DARTS-style space (``sample_arch``, reference ``darts_wrapper_discrete.py:258-272``): for
+  each intermediate node, 2 distinct inputs uniformly from the earlier nodes and, for each, an
+  op uniformly from the edge's ops, ``none`` included; normal and reduction cells
+  independently. NB201 (AutoDL ``search_model_random.py:75-95``): one uniform op per edge.
+* The mixing weights are 1 at each picked (edge, op) and 0 elsewhere, and the supernet runs
+  only the picked ops. The DARTS-space reference multiplies every op's output by its 0 weight
+  instead, so all ops' batch-norm statistics move every step; here only the picked ops' do (as
+  AutoDL's NB201 version), which is also what makes a step cost about one op per edge.
+* ``grad_clip`` (default 0.25, ``darts_wrapper_discrete.py:169-181``) replaces the run's
+  ``optimizer.grad_clip`` (DARTS: 5); null keeps the run's.
+
+Every draw comes from the step's seeded generator (``nas.search.sampling``). The deterministic
+weights (evaluation, ``selection=argmax``/``pt``) are uniform over each edge's ops: RS-WS has
+no preference to derive; its selection is the selector ``rsws`` (``nas.selection.rsws``), which
+scores random architectures on the architecture split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from nas.search.base import STRATEGIES, Batch, SearchContext, Shards
+from nas.search.components.base import Component
+from nas.search.sampling import SamplingStrategy
+from nas.supernet import ArchWeights, Supernet
+from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from search_spaces.space import Space
+
+# cell type -> the picked (edge index, op index) pairs, in node order
+Arch = dict[str, list[tuple[int, int]]]
+
+
+def sample_arch(supernet: Supernet, generator: torch.Generator) -> Arch:
+    """A uniformly random architecture of the supernet's space (unmasked ops only)."""
+    arch: Arch = {}
+    for ct, cell in supernet.space.cells.items():
+        mask = supernet.op_mask(ct).cpu().tolist()
+        picks: list[tuple[int, int]] = []
+        for node in cell.intermediate_nodes:
+            edges = sorted(cell.edges_into(node), key=lambda e: e.src)
+            if cell.inputs_per_node is not None:
+                order = torch.randperm(len(edges), generator=generator)
+                edges = [edges[int(i)] for i in order[: cell.inputs_per_node]]
+            for e in edges:
+                allowed = [k for k in range(len(e.ops)) if mask[e.index][k]]
+                k = allowed[int(torch.randint(len(allowed), (1,), generator=generator))]
+                picks.append((e.index, k))
+        arch[ct] = picks
+    return arch
+
+
+def arch_weights_of(arch: Arch, shapes: dict[str, tuple[int, int]], device: Any) -> ArchWeights:
+    """One-hot mixing weights: 1 at each picked (edge, op), 0 elsewhere."""
+    out = {}
+    for ct, picks in arch.items():
+        w = torch.zeros(shapes[ct])
+        for e, k in picks:
+            w[e, k] = 1.0
+        out[ct] = w.to(device)
+    return out
+
+
+def genotype_of(space: Space, arch: Arch) -> AnyGenotype:
+    """The genotype of a sampled architecture (``none`` kept where it was drawn, as the
+    reference's discrete architectures)."""
+    if not space.selects_inputs:
+        cell = space.cells["cell"]
+        by_edge = dict(arch["cell"])
+        return NB201Genotype.from_ops([e.ops[by_edge[e.index]] for e in cell.edges])
+    cells = {}
+    for ct in ("normal", "reduce"):
+        edges = space.cells[ct].edges
+        cells[ct] = tuple((edges[e].ops[k], edges[e].src) for e, k in arch[ct])
+    concat = tuple(range(2, 2 + len(space.cells["normal"].intermediate_nodes)))
+    genotype = DartsGenotype(cells["normal"], concat, cells["reduce"], concat, concat_as_range=True)
+    genotype.validate(space)
+    return genotype
+
+
+@STRATEGIES.register("rsws")
+class RSWS(SamplingStrategy):
+    """Supernet training on uniformly sampled architectures; no architecture parameters."""
+
+    name = "rsws"
+    mixing_kind = "uniform"  # one-hot uniform draws, no parameters at all
+
+    def __init__(self, *, grad_clip: float | None = 0.25) -> None:
+        # the base class's architecture optimiser settings are unused: there is nothing to train
+        super().__init__(arch_lr=1.0, arch_betas=(0.0, 0.0), arch_weight_decay=0.0)
+        if grad_clip is not None and (
+            isinstance(grad_clip, bool) or not isinstance(grad_clip, (int, float)) or grad_clip <= 0
+        ):
+            raise ValueError(
+                f"search.grad_clip must be a positive number or null, got {grad_clip!r}"
+            )
+        self.grad_clip = None if grad_clip is None else float(grad_clip)
+        self.fix_alpha = True  # no architecture steps (and the loop's update_arch is false)
+
+    def add_components(self, components: Sequence[Component]) -> None:
+        """Refused: every component acts on architecture weights or their gradient step, and
+        RS-WS has neither (its one-hot samples are uniform)."""
+        if components:
+            names = ", ".join(c.name or type(c).__name__ for c in components)
+            raise ValueError(
+                f"search=rsws samples uniformly with no architecture parameters, so components "
+                f"({names}) have nothing to act on; drop them or choose another strategy"
+            )
+
+    def attach(self, ctx: SearchContext, *, generator: torch.Generator | None = None) -> None:
+        """No architecture parameters or optimiser; the weight step clips at ``grad_clip``."""
+        del generator
+        if self.grad_clip is not None:
+            ctx = dataclasses.replace(ctx, grad_clip=self.grad_clip)
+        self._ctx = ctx
+        self.arch_optimizer = None
+
+    def strategy_weights(self, *, sample: bool) -> ArchWeights:
+        shapes = self.supernet.arch_shapes()
+        if not sample:
+            return {
+                ct: self.apply_mask(ct, torch.full(shape, 1.0 / shape[1], device=self._device()))
+                for ct, shape in shapes.items()
+            }
+        arch = sample_arch(self.supernet, self.generator(torch.device("cpu")))
+        return arch_weights_of(arch, shapes, self._device())
+
+    def _device(self) -> torch.device:
+        return next(self.supernet.parameters()).device
+
+    def step(
+        self, train_batch: Batch | Shards, val_batch: Batch | Shards, *, update_arch: bool = True
+    ) -> dict[str, Tensor]:
+        """One SGD step on the training batch with a fresh random architecture (the
+        architecture batch is not used)."""
+        del val_batch, update_arch
+        return self.weight_step(train_batch)
+
+    def updates_arch(self, epoch: int) -> bool:
+        return False
+
+    @property
+    def cost(self) -> Any:
+        return None
+
+    @cost.setter
+    def cost(self, value: Any) -> None:
+        if value is not None:  # nas.hardware.cost.attach_cost: refuse instead of ignoring it
+            raise ValueError(
+                "search=rsws has no architecture loss for a hardware-cost term (cost=...): "
+                "it samples architectures uniformly"
+            )
+
+    def arch_parameters(self) -> list[nn.Parameter]:
+        return []
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"module": self.state_dict(), "arch_optimizer": None, "epoch": self.epoch}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        self.load_state_dict(state["module"])
+        self.epoch = int(state.get("epoch", 0))
