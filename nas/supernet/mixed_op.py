@@ -9,7 +9,8 @@ normalisation): only the first ``C / K`` channels go through the ops; the rest b
 (max-pooled 2x2 on stride-2 edges), are concatenated back, and the channels are shuffled with
 ``K`` groups. The split, the weighted sum, the bypass, the shuffle and the node's running sum are
 two autograd nodes per edge (``_SplitChannels``, ``_PartialChannelMix``) that write each output
-once, instead of slices, ``cat`` and a shuffle copy, each with a full-size backward copy.
+once, instead of slices, ``cat`` and a shuffle copy, each with a full-size backward copy; the
+same arithmetic, so the same bits.
 
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
 run at all (the reference multiplies ``none``'s zeros and every other output by its weight).
@@ -105,18 +106,16 @@ def _slots(out: Tensor, k: int) -> Tensor:
 
 
 class _SplitChannels(torch.autograd.Function):
-    """``(x[:, :c], x[:, c:])``, the first part dense: the partial-channel split of an edge.
+    """``(x[:, :c], x[:, c:])``: the partial-channel split of an edge, views of ``x``.
 
     Slicing's own backward zero-fills a gradient of ``x``'s full size per slice and autograd
-    adds the two; this one writes both parts into one buffer. The first part is copied to a
-    dense NCHW tensor (1/K of the edge's channels), so the ops get a dense input (a strided
-    slice read as NHWC by layout checks such as ``FactorizedReduce``'s).
+    adds the two; this one writes both parts into one buffer of ``x``'s layout.
     """
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, c: int) -> tuple[Tensor, Tensor]:
         ctx.c, ctx.shape, ctx.layout = c, x.shape, _layout(x)
-        return x[:, :c].contiguous(memory_format=ctx.layout), x[:, c:]
+        return x[:, :c], x[:, c:]
 
     @staticmethod
     def backward(ctx: Any, g_op: Tensor | None, g_bypass: Tensor | None) -> tuple[Tensor, None]:
