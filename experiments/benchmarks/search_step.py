@@ -28,6 +28,12 @@ DrNAS's ``DARTS-space/`` and ``201-space/`` (see ``reference_runs.py``). Memory:
 the process minus its RSS after the imports, before the supernet is built (the same measure for
 both sides, which import different libraries; ``peak_rss_mib`` in the JSON is the whole process).
 
+``--compile``: ours with ``nas-search compile=true`` (``compile_supernet``, inductor); the row
+gives the first warm-up step (the cold compile) as ``first_step_s`` beside the timed steps:
+
+    python experiments/benchmarks/search_step.py --only nb201-darts1 --compile --steps 5
+    python experiments/benchmarks/search_step.py --only darts-darts1 --compile --steps 5
+
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
 own figures are in PERFORMANCE.md. The memory format follows ``nas-search channels_last=auto``
 (NHWC for K=1, NCHW for K > 1); ``--channels-last true|false`` forces one.
@@ -108,7 +114,7 @@ def time_steps(
             x = x.contiguous(memory_format=torch.channels_last)
         return x, torch.randint(0, 10, (batch,))
 
-    arch_times, weight_times = [], []
+    arch_times, weight_times, first = [], [], 0.0
     for i in range(warmup + steps):
         tb, vb = batch_(), batch_()
         t0 = time.perf_counter()
@@ -116,6 +122,8 @@ def time_steps(
         t1 = time.perf_counter()
         weight_step(tb)
         t2 = time.perf_counter()
+        if i == 0:
+            first = t2 - t0
         if i >= warmup:
             arch_times.append(t1 - t0)
             weight_times.append(t2 - t1)
@@ -125,16 +133,17 @@ def time_steps(
         "weight_step_s": statistics.median(weight_times),
         "search_step_s": step,
         "images_per_s": batch / step,
+        "first_step_s": first,
     }
 
 
 def run_one(
-    name: str, steps: int, warmup: int, memory_format: str, threads: int = 2
+    name: str, steps: int, warmup: int, memory_format: str, threads: int = 2, compile_: bool = False
 ) -> dict[str, float | str]:
     import torch
 
     from nas.search import STRATEGIES, SearchContext
-    from nas.supernet import build_supernet
+    from nas.supernet import build_supernet, compile_supernet
 
     torch.set_num_threads(threads)
     base_rss = rss_mib()
@@ -145,6 +154,8 @@ def run_one(
     net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
+    if compile_:
+        compile_supernet(net)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
     if strategy_name in WHOLE_STEP:
         strategy = STRATEGIES.get(strategy_name)()
@@ -167,6 +178,7 @@ def run_one(
     return {
         "setting": name,
         "channels_last": str(channels_last),
+        "compile": str(compile_),
         **times,
         "peak_rss_mib": peak,
         "peak_rss_delta_mib": peak - base_rss,
@@ -245,6 +257,7 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
             print(f"| {name} | - | skipped: no --reference-root {ref}=PATH | | | | | | |")
             continue
         runs = {"ours": base + ["--child", name, "--channels-last", args.channels_last]}
+        runs["ours"] += ["--compile"] if getattr(args, "compile", False) else []
         ref_cmd = base + ["--reference-child", name, "--child-root", roots[ref]]
         runs[f"reference ({ref})"] = ref_cmd + ["--channels-last", "false"]
         if args.reference_channels_last:
@@ -295,6 +308,9 @@ def main() -> None:
         default="auto",
         help="memory format; auto (as nas-search): NHWC for K=1, NCHW for partial channels",
     )
+    parser.add_argument(
+        "--compile", action="store_true", help="ours with compile=true (compile_supernet)"
+    )
     parser.add_argument("--C", type=int, help="override every setting's initial channels")
     parser.add_argument("--layers", type=int, help="override every setting's cells (NB201: N)")
     parser.add_argument("--batch", type=int, help="override every setting's batch size")
@@ -305,7 +321,9 @@ def main() -> None:
     args = parser.parse_args()
     _override_shapes(args)
     if args.child:
-        result = run_one(args.child, args.steps, args.warmup, args.channels_last, args.threads)
+        result = run_one(
+            args.child, args.steps, args.warmup, args.channels_last, args.threads, args.compile
+        )
         print(json.dumps(result))
         return
     if args.reference_child:
@@ -330,13 +348,15 @@ def main() -> None:
         return
     print(
         "| setting | batch | arch step s | weight step s | search step s | images/s | "
-        "reference images/s | speed-up | peak RSS MiB | reference peak MiB | NHWC |"
+        "reference images/s | speed-up | peak RSS MiB | reference peak MiB | NHWC | "
+        "first step s |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.only or list(SETTINGS):
         cmd = [sys.executable, __file__, "--child", name, "--steps", str(args.steps)]
         cmd += ["--warmup", str(args.warmup), "--channels-last", args.channels_last]
         cmd += ["--threads", str(args.threads)] + _shape_flags(args)
+        cmd += ["--compile"] if args.compile else []
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ref_ips, ref_mem = SETTINGS[name][7], SETTINGS[name][8]
@@ -344,7 +364,8 @@ def main() -> None:
         print(
             f"| {name} | {SETTINGS[name][6]} | {r['arch_step_s']:.2f} | {r['weight_step_s']:.2f} | "
             f"{r['search_step_s']:.2f} | {r['images_per_s']:.2f} | {ref_ips or '-'} | "
-            f"{ratio} | {r['peak_rss_mib']:.0f} | {ref_mem or '-'} | {r['channels_last']} |",
+            f"{ratio} | {r['peak_rss_mib']:.0f} | {ref_mem or '-'} | {r['channels_last']} | "
+            f"{r['first_step_s']:.1f} |",
             flush=True,
         )
 

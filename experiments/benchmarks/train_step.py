@@ -23,11 +23,20 @@ whole process, one fresh process per configuration.
 * ``ours-bf16``: the same with ``amp=bf16`` (bfloat16 autocast; on CPUs with AMX or
   AVX512-BF16 the convolutions run in bf16);
 * ``ours-compile`` (only with ``--compile``): the same with ``compile=true`` (a cold compile on
-  2 cores takes many minutes).
+  2 cores takes many minutes);
+* ``reference-code`` (only with ``--reference-root darts=PATH``, your own checkout of
+  quark0/darts): the reference's own ``cnn/model.py`` ``NetworkCIFAR`` with ``genotypes.DARTS_V2``
+  and its ``train.py`` step (``zero_grad``, forward, loss + 0.4 x auxiliary loss, backward,
+  ``clip_grad_norm_`` at 5, SGD step), imported from the checkout with the shims of
+  ``reference_shims.py`` (its in-place drop-path included); ``--reference-channels-last`` adds
+  ``reference-code-nhwc``, the same with NHWC model and input. Ratios are then against
+  ``reference-code``.
 
     python experiments/benchmarks/train_step.py                  # reference, ours, ours-bf16
     python experiments/benchmarks/train_step.py --only ours --steps 5 --warmup 2
     python experiments/benchmarks/train_step.py --rounds 3 --steps 5   # on a shared machine
+    python experiments/benchmarks/train_step.py --only ours --rounds 3 --steps 5 \
+        --reference-root darts=/tmp/refs/darts --reference-channels-last   # side by side
 
 Wall-clock medians are the protocol's measure; the CPU seconds per step (process time) are
 printed beside them because on a shared machine another process's load stretches wall time
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -47,6 +57,7 @@ import time
 
 C, LAYERS, BATCH, DROP_PATH, AUX_WEIGHT = 36, 20, 96, 0.2, 0.4
 CONFIGS = ("reference", "ours", "ours-bf16", "ours-compile")
+REFERENCE_CODE = ("reference-code", "reference-code-nhwc")
 
 
 def _batch(channels_last: bool):
@@ -87,6 +98,40 @@ def reference_step_fn():
     return step
 
 
+def reference_code_step_fn(root: str, channels_last: bool):
+    """quark0/darts ``train.py``'s step on its own ``NetworkCIFAR``, from the user's checkout."""
+    import torch
+    from torch import nn
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import reference_shims
+
+    os.chdir(os.path.join(root, "cnn"))
+    reference_shims.install(root, ["cnn"])
+    import genotypes  # type: ignore[import-not-found]
+    from model import NetworkCIFAR as ReferenceNetwork  # type: ignore[import-not-found]
+
+    model = ReferenceNetwork(C, 10, LAYERS, True, genotypes.DARTS_V2)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model.drop_path_prob = DROP_PATH
+    model.train()
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), 0.025, momentum=0.9, weight_decay=3e-4)
+
+    def step() -> None:
+        x, y = _batch(channels_last=channels_last)
+        optimizer.zero_grad()
+        logits, logits_aux = model(x)
+        loss = criterion(logits, y)
+        loss = loss + AUX_WEIGHT * criterion(logits_aux, y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+
+    return step
+
+
 def ours_step_fn(config: str):
     """``nas-train``'s own step, built by ``TrainRun`` from the DARTS CIFAR-10 recipe's values."""
     from nas.cli.train import compose_config
@@ -115,12 +160,20 @@ def ours_step_fn(config: str):
     return step
 
 
-def run_one(config: str, steps: int, warmup: int, threads: int) -> dict[str, object]:
+def run_one(
+    config: str, steps: int, warmup: int, threads: int, root: str | None = None
+) -> dict[str, object]:
     import torch
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    step = reference_step_fn() if config == "reference" else ours_step_fn(config)
+    if config in REFERENCE_CODE:
+        assert root is not None
+        step = reference_code_step_fn(root, channels_last=config == "reference-code-nhwc")
+    elif config == "reference":
+        step = reference_step_fn()
+    else:
+        step = ours_step_fn(config)
     times, cpu_times = [], []
     for i in range(warmup + steps):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -146,12 +199,41 @@ def main() -> None:
         "--rounds", type=int, default=1, help="repeat the configs in turn (a shared machine)"
     )
     parser.add_argument("--compile", action="store_true", help="also time ours-compile")
+    parser.add_argument(
+        "--reference-root",
+        metavar="darts=PATH",
+        help="also run quark0/darts's own train.py step from your checkout (reference-code)",
+    )
+    parser.add_argument(
+        "--reference-channels-last",
+        action="store_true",
+        help="with --reference-root: also the reference with NHWC model and input",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_one(args.child, args.steps, args.warmup, args.threads)))
+        result = run_one(args.child, args.steps, args.warmup, args.threads, args.child_root)
+        print(json.dumps(result))
         return
+    if args.reference_channels_last and not args.reference_root:
+        raise SystemExit("--reference-channels-last needs --reference-root darts=PATH")
+    root = None
+    if args.reference_root:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from reference_runs import parse_roots
+
+        roots = parse_roots([args.reference_root])
+        if "darts" not in roots:
+            raise SystemExit(
+                f"--reference-root {args.reference_root}: expected darts=PATH (quark0/darts)"
+            )
+        root = roots["darts"]
     configs = args.only or [c for c in CONFIGS if c != "ours-compile" or args.compile]
+    if root is not None:
+        configs = list(REFERENCE_CODE[: 2 if args.reference_channels_last else 1]) + [
+            c for c in configs if c not in REFERENCE_CODE
+        ]
     print(
         f"DARTS_V2 NetworkCIFAR C={C}, {LAYERS} cells, batch {BATCH}, auxiliary, drop-path "
         f"{DROP_PATH}; median of {args.rounds} x {args.steps} steps (each process after "
@@ -164,6 +246,8 @@ def main() -> None:
         for config in configs:
             cmd = [sys.executable, __file__, "--child", config, "--steps", str(args.steps)]
             cmd += ["--warmup", str(args.warmup), "--threads", str(args.threads)]
+            if config in REFERENCE_CODE:
+                cmd += ["--child-root", str(root)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             r = json.loads(out.strip().splitlines()[-1])
             results[config]["times"] += r["times"]
@@ -175,7 +259,7 @@ def main() -> None:
     for config in configs:
         times = results[config]["times"]
         ips = BATCH / statistics.median(times)
-        if config == "reference":
+        if config == ("reference-code" if root is not None else "reference"):
             reference_ips = ips
         ratio = f"{ips / reference_ips:.2f}x" if reference_ips else "-"
         print(

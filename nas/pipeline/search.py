@@ -77,7 +77,7 @@ from nas.search.base import Batch, SearchContext, SearchStrategy, Shards
 from nas.search.data import epoch_loader, epoch_sampler, search_data, start_epoch
 from nas.selection.argmax import Argmax
 from nas.selection.base import Selector
-from nas.supernet import Supernet, build_supernet
+from nas.supernet import Supernet, build_supernet, compile_supernet
 from search_spaces.genotype import AnyGenotype, NB201Genotype
 from search_spaces.nb201 import arch_to_index
 
@@ -178,6 +178,9 @@ class SearchRun(Run):
     def _read_settings(self) -> None:
         cfg = self.cfg
         self.channels_last_setting = _channels_last_setting(cfg.get("channels_last", "auto"))
+        self.compile = cfg.get("compile", False)
+        if not isinstance(self.compile, bool):
+            raise SearchError(f"compile must be true or false, got {self.compile!r}")
         self.micro_batches = int(cfg.get("micro_batches") or 1)
         self.sync_check_every = int(cfg.get("sync_check_every") or 50)
         self.pieces = self.env.world_size * self.micro_batches
@@ -218,6 +221,8 @@ class SearchRun(Run):
         except ValueError as e:
             raise SearchError(str(e)) from None
         self.channels_last = False  # the format the supernet is in; see _apply_memory_format
+        if self.compile:
+            compile_supernet(supernet)
         return supernet
 
     def _build_optimisers(self) -> None:

@@ -1,5 +1,6 @@
 """nas.supernet: mixed operations and supernets built from a search space."""
 
+from nas.supernet.compiled import compile_supernet
 from nas.supernet.mixed_op import MixedOp, channel_shuffle
 from nas.supernet.network import (
     ArchWeights,
@@ -17,4 +18,5 @@ __all__ = [
     "Supernet",
     "build_supernet",
     "channel_shuffle",
+    "compile_supernet",
 ]

@@ -7,7 +7,10 @@ for DARTS, a Dirichlet sample for DrNAS), so the op knows nothing about strategi
 Partial channels (PC-DARTS, Xu et al., ICLR 2020, eq. 2; used by DrNAS without edge
 normalisation): only the first ``C / K`` channels go through the ops; the rest bypass them
 (max-pooled 2x2 on stride-2 edges), are concatenated back, and the channels are shuffled with
-``K`` groups.
+``K`` groups. The split, the weighted sum, the bypass, the shuffle and the node's running sum are
+two autograd nodes per edge (``_SplitChannels``, ``_PartialChannelMix``) that write each output
+once, instead of slices, ``cat`` and a shuffle copy, each with a full-size backward copy; the
+same arithmetic, so the same bits.
 
 Auxiliary op (DARTS-, Chu et al., ICLR 2021, H4): ``aux`` (None unless a search component sets
 it) is added to the edge's output as ``aux_scale * aux(x)``, outside the mixing weights.
@@ -87,6 +90,120 @@ def channel_shuffle(x: Tensor, groups: int) -> Tensor:
     """Interleave ``groups`` channel groups (ShuffleNet), as PC-DARTS does after each edge."""
     n, c, h, w = x.shape
     return x.view(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+def _layout(x: Tensor) -> torch.memory_format:
+    """NHWC for a tensor (or a channel slice of one) laid out channels-last, else NCHW."""
+    if x.dim() == 4 and x.stride(1) == 1 and x.shape[1] > 1:
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _slots(out: Tensor, k: int) -> Tensor:
+    """``out`` [N, C, H, W] (NCHW or NHWC) viewed as [N, C/K, K, H, W] (channel ``j*K + g`` at
+    ``[:, j, g]``), a view in either layout."""
+    n, c, h, w = out.shape
+    if _layout(out) == torch.channels_last:
+        return out.permute(0, 2, 3, 1).view(n, h, w, c // k, k).permute(0, 3, 4, 1, 2)
+    return out.view(n, c // k, k, h, w)
+
+
+class _SplitChannels(torch.autograd.Function):
+    """``(x[:, :c], x[:, c:])``: the partial-channel split of an edge, views of ``x``.
+
+    Slicing's own backward zero-fills a gradient of ``x``'s full size per slice and autograd
+    adds the two; this one writes both parts into one buffer of ``x``'s layout.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, c: int) -> tuple[Tensor, Tensor]:
+        ctx.c, ctx.shape, ctx.layout = c, x.shape, _layout(x)
+        return x[:, :c], x[:, c:]
+
+    @staticmethod
+    def backward(ctx: Any, g_op: Tensor | None, g_bypass: Tensor | None) -> tuple[Tensor, None]:
+        c = ctx.c
+        ref = g_op if g_op is not None else g_bypass
+        assert ref is not None
+        grad = torch.empty(ctx.shape, dtype=ref.dtype, device=ref.device, memory_format=ctx.layout)
+        for part, g in ((grad[:, :c], g_op), (grad[:, c:], g_bypass)):
+            if g is None:
+                part.zero_()
+            else:
+                part.copy_(g)
+        return grad, None
+
+
+class _PartialChannelMix(torch.autograd.Function):
+    """``acc + channel_shuffle(cat([sum_j w[ops[j]] ys[j], bypass]), K)``, one output write.
+
+    The shuffle puts channel ``j`` of group ``g`` of the concatenation at output channel
+    ``j * K + g``: viewed as ``[N, C/K, K, H, W]``, slot 0 holds the mixed ops and slots 1..K-1
+    the bypass. Writing the weighted sum and the bypass straight into those strided views saves
+    the concatenation's and the shuffle's copies (and their backward copies); the arithmetic is
+    that of ``weighted_sum`` then ``acc + out``, so the results are the same bits.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        acc: Tensor | None,
+        weights_O: Tensor,
+        ops: list[int],
+        k: int,
+        bypass: Tensor,
+        *ys: Tensor,
+    ) -> Tensor:
+        n, c_bypass, h, w_ = bypass.shape
+        c_op = c_bypass // (k - 1)
+        ctx.layout = _layout(bypass)
+        out = torch.empty(
+            (n, c_op * k, h, w_), dtype=bypass.dtype, device=bypass.device, memory_format=ctx.layout
+        )
+        slots = _slots(out, k)
+        mixed = slots[:, :, 0]
+        w = weights_O.detach()
+        if ys:
+            torch.mul(ys[0], w[ops[0]], out=mixed)
+            for j, y in zip(ops[1:], ys[1:]):
+                mixed.addcmul_(y, w[j])
+        else:
+            mixed.zero_()
+        slots[:, :, 1:].copy_(bypass.view(n, k - 1, c_op, h, w_).transpose(1, 2))
+        if acc is not None:
+            out.add_(acc)
+        ctx.has_acc = acc is not None
+        ctx.ops, ctx.k = ops, k
+        ctx.weights_need_grad = ctx.needs_input_grad[1]
+        ctx.save_for_backward(weights_O, *(ys if ctx.weights_need_grad else ()))
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        weights_O, *ys = ctx.saved_tensors
+        ops, k = ctx.ops, ctx.k
+        grad = grad.contiguous(memory_format=ctx.layout)
+        n, c, h, w_ = grad.shape
+        c_op = c // k
+        slots = _slots(grad, k)
+        g_mixed = slots[:, :, 0]
+        g_bypass = None
+        if ctx.needs_input_grad[4]:
+            g_bypass = torch.empty(
+                (n, c - c_op, h, w_), dtype=grad.dtype, device=grad.device, memory_format=ctx.layout
+            )
+            g_bypass.view(n, k - 1, c_op, h, w_).copy_(slots[:, :, 1:].transpose(1, 2))
+        grad_ys = [
+            g_mixed * weights_O[j] if ctx.needs_input_grad[5 + i] else None
+            for i, j in enumerate(ops)
+        ]
+        grad_w = None
+        if ctx.weights_need_grad:
+            dots = torch.stack([_dot(g_mixed, y) for y in ys])
+            grad_w = weights_O.new_zeros(weights_O.shape).index_put(
+                (torch.tensor(ops, device=weights_O.device),), dots
+            )
+        return (grad if ctx.has_acc else None, grad_w, None, None, g_bypass, *grad_ys)
 
 
 class MixedOp(nn.Module):
@@ -185,15 +302,11 @@ class MixedOp(nn.Module):
             if not ops:
                 return acc
             return weighted_sum(acc, weights_O, ops, [self.ops[k](x) for k in ops])
-        c_op = self.C // self.k
-        x_op, x_bypass = x[:, :c_op], x[:, c_op:]
-        mixed = (
-            weighted_sum(None, weights_O, ops, [self.ops[k](x_op) for k in ops]) if ops else None
-        )
+        # PC-DARTS: the ops see the first C/K channels, the rest bypass them; the weighted sum,
+        # the bypass, the shuffle and the node's running sum are written in one pass
+        x_op, x_bypass = _SplitChannels.apply(x, self.C // self.k)
+        ys = [self.ops[k](x_op) for k in ops]
         if self.stride == 2:
             x_bypass = F.max_pool2d(x_bypass, 2, 2)
-        if mixed is None:
-            n, _, h, w_ = x_bypass.shape
-            mixed = x_bypass.new_zeros(n, c_op, h, w_)
-        out = channel_shuffle(torch.cat([mixed, x_bypass], dim=1), self.k)
-        return out if acc is None else acc + out
+        out: Tensor = _PartialChannelMix.apply(acc, weights_O, ops, self.k, x_bypass, *ys)
+        return out

@@ -74,7 +74,12 @@ class Supernet(nn.Module):
     def active_ops(self, weights: ArchWeights) -> dict[str, list[list[bool]]]:
         """Per cell type and edge, which ops run: unmasked and with a non-zero weight.
 
-        One host transfer per cell type and forward (not one per op)."""
+        One host transfer per cell type and forward (not one per op). Under ``compile_supernet``
+        they are computed eagerly before the compiled forward and read from
+        ``_preset_active`` here (Python constants to the compiled graph, no graph break)."""
+        preset = self.__dict__.get("_preset_active")
+        if preset is not None:
+            return {cell_type: preset[cell_type] for cell_type in weights}
         out = {}
         for cell_type, w in weights.items():
             expected = self.op_mask(cell_type).shape

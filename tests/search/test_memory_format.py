@@ -1,4 +1,5 @@
-"""``channels_last=auto``: NHWC for full-width supernets, NCHW while DrNAS uses partial channels."""
+"""``channels_last=auto``: NHWC for full-width supernets, NCHW while DrNAS uses partial channels;
+``compile``: the compiled supernet forward is installed, or a one-line error."""
 
 import pytest
 import torch
@@ -48,3 +49,12 @@ def test_auto_is_nhwc_for_a_full_width_supernet_and_can_be_forced(tmp_path):
     assert forced.channels_last and forced.supernet.partial_channels == 4
     with pytest.raises(SearchError, match="channels_last must be true, false or auto, got 'yes'"):
         SearchRun(_cfg(*TINY, "channels_last=yes"), tmp_path / "d")
+
+
+def test_compile_installs_the_compiled_forward_and_rejects_non_booleans(tmp_path):
+    # building only: nothing is traced until the first forward
+    run = SearchRun(_cfg(*TINY, "compile=true"), tmp_path / "a")
+    assert "forward" in run.supernet.__dict__  # compile_supernet's forward on the instance
+    assert "forward" not in SearchRun(_cfg(*TINY), tmp_path / "b").supernet.__dict__
+    with pytest.raises(SearchError, match="compile must be true or false, got 'yes'"):
+        SearchRun(_cfg(*TINY, "compile=yes"), tmp_path / "c")

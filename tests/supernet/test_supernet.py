@@ -92,6 +92,51 @@ def test_partial_channels_mix_a_fraction_and_shuffle():
     assert reduce(x, torch.tensor([0.5, 0.5]), [True, True]).shape == (2, 8, 3, 3)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("with_acc", [False, True])
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_partial_channel_edge_equals_the_plain_formula(stride, k, with_acc, nhwc):
+    """The fused path (one output write, no cat / shuffle copies) against PC-DARTS written out:
+    acc + shuffle(cat([sum_k w_k op_k(x[:, :C/K]), bypass]), K), values and every gradient."""
+    torch.manual_seed(0)
+    ops = ("max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3", "dil_conv_5x5")
+    op = MixedOp(16, stride, ops, partial_channels=k)
+    x0 = torch.randn(3, 16, 8, 8)
+    if nhwc:
+        op = op.to(memory_format=torch.channels_last)
+        x0 = x0.contiguous(memory_format=torch.channels_last)
+    w0 = torch.tensor([0.1, 0.0, 0.3, 0.4, 0.2])  # avg_pool's zero weight: not run
+    active = [True, False, True, True, True]
+    acc0 = torch.randn(3, 16, 8 // stride, 8 // stride) if with_acc else None
+    g = torch.randn(3, 16, 8 // stride, 8 // stride)
+
+    def run(fused):
+        x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+        acc = None if acc0 is None else acc0.clone().requires_grad_()
+        if fused:
+            out = op(x, w, active, acc)
+        else:
+            c = 16 // k
+            x_op = x[:, :c].contiguous()
+            mixed = sum(w[j] * op.ops[j](x_op) for j in range(len(ops)) if active[j])
+            bypass = x[:, c:] if stride == 1 else torch.nn.functional.max_pool2d(x[:, c:], 2, 2)
+            out = channel_shuffle(torch.cat([mixed, bypass], dim=1), k)
+            out = out if acc is None else acc + out
+        op.zero_grad()
+        (out * g).sum().backward()
+        grads = [p.grad.clone() for p in op.parameters() if p.grad is not None]
+        if fused and nhwc:  # the layout is kept: NHWC in, NHWC out and NHWC gradient
+            assert out.is_contiguous(memory_format=torch.channels_last)
+            assert x.grad.is_contiguous(memory_format=torch.channels_last)
+        return [out.detach(), x.grad, w.grad, *([] if acc is None else [acc.grad]), *grads]
+
+    fused, plain = run(True), run(False)
+    assert len(fused) == len(plain)
+    for a, b in zip(fused, plain):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_channel_shuffle_interleaves_groups():
     x = torch.arange(6.0).view(1, 6, 1, 1)
     assert channel_shuffle(x, 2).flatten().tolist() == [0, 3, 1, 4, 2, 5]

@@ -1,0 +1,43 @@
+"""``torch.compile`` of a supernet's forward without graph breaks (``nas-search compile=true``).
+
+Second stage of the pipeline (``nas.supernet``). Which ops of an edge run depends on the
+architecture weights (a zero weight or a masked op is skipped), a host-side decision
+(``Supernet.active_ops``: one ``.tolist()`` per cell type) that breaks a compiled graph. Here it
+is taken eagerly before each call and handed to the compiled forward as Python constants: the
+graph is specialised to the pattern of active ops and recompiled only when that pattern changes
+(a pruned or projected op, a Dirichlet sample that is exactly zero), which is rare. Everything
+else of the forward, the custom autograd nodes of the mixed ops included, traces into one graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from nas.supernet.network import ArchWeights, Supernet
+
+
+def compile_supernet(supernet: Supernet, **compile_kwargs: Any) -> Supernet:
+    """Make ``supernet(x, weights)`` run a compiled forward (in place; returns ``supernet``).
+
+    ``compile_kwargs`` go to ``torch.compile`` (e.g. ``backend``, ``mode``, ``fullgraph``)."""
+    cls_forward = type(supernet).forward
+
+    def forward(x: Tensor, weights: ArchWeights) -> Tensor:
+        out: Tensor = cls_forward(supernet, x, weights)
+        return out
+
+    compiled = torch.compile(forward, **compile_kwargs)
+
+    def compiled_forward(x: Tensor, weights: ArchWeights) -> Tensor:
+        supernet.__dict__["_preset_active"] = supernet.active_ops(weights)
+        try:
+            out: Tensor = compiled(x, weights)
+        finally:
+            supernet.__dict__["_preset_active"] = None
+        return out
+
+    supernet.forward = compiled_forward  # type: ignore[method-assign]
+    return supernet
