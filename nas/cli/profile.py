@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-DEFAULT_SIZE = {"nb201": (16, 5), "darts": (36, 20)}
-
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="nas-profile", description=__doc__.split("\n\n")[0])
@@ -87,10 +85,11 @@ def run(args: argparse.Namespace) -> int:
 
     from nas.hardware.parts import Part, network_layout
     from nas.hardware.profiler import profile
+    from search_spaces.families import family_of
     from search_spaces.space import get_space
 
-    family = get_space(args.space).family
-    C0, L0 = DEFAULT_SIZE[family]
+    # the family's evaluation network of its paper (NB201: C=16, N=5; DARTS: C=36, 20 cells)
+    C0, L0 = family_of(get_space(args.space)).paper_size
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
