@@ -52,6 +52,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--calibrate-quantile", type=float, default=1.0,
         help="share of the N networks the stored line over-predicts (1: all, the default)",
     )  # fmt: skip
+    p.add_argument(
+        "--measurements", metavar="JSON",
+        help="with --from: fit the calibration on a latency_table.py run's measured networks",
+    )  # fmt: skip
     p.add_argument("--calibrate-seed", type=int, default=0, help="seed of the sample (0)")
     p.add_argument("--net-warmup", type=int, default=20, help="untimed calls per network (20)")
     p.add_argument("--net-repeats", type=int, default=50, help="timed calls per network (50)")
@@ -105,6 +109,36 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recorded(args: argparse.Namespace, table: object) -> dict:
+    """The calibration fitted on the networks a validation run measured (``--measurements``)."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    from nas.hardware.cost import CostModel
+    from nas.hardware.table import LatencyTable
+    from nas.hardware.validate import fit_calibration
+    from search_spaces.genotype import parse_genotype
+
+    assert isinstance(table, LatencyTable)
+    try:
+        rows = json.loads(Path(args.measurements).read_text())["rows"]
+        pairs = [(str(r["genotype"]), float(r["measured_ms"])) for r in rows]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"--measurements {args.measurements}: expected the JSON latency_table.py writes "
+            f"(rows of genotype and measured_ms): {e}"
+        ) from None
+    raw = CostModel.from_table(table, "latency", calibrated=False)
+    space = str(table.network["space"])
+    summed = [raw.of_genotype(parse_genotype(g, space)) for g, _ in pairs]
+    cal = fit_calibration(np.array([m for _, m in pairs]), np.array(summed),
+                          args.calibrate_quantile)  # fmt: skip
+    cal["measurements"] = str(args.measurements)
+    return cal
+
+
 def _calibrate(args: argparse.Namespace, table: object) -> None:
     from nas.hardware.table import LatencyTable
     from nas.hardware.validate import calibrate
@@ -112,6 +146,10 @@ def _calibrate(args: argparse.Namespace, table: object) -> None:
     assert isinstance(table, LatencyTable)
     if not table.protocol.get("timed", True):
         raise ValueError("--calibrate needs a timed table (profiled without --no-time)")
+    if args.measurements:
+        table.calibration = _recorded(args, table)
+        _report(table.calibration)
+        return
 
     def progress(k: int, n: int, g: object, measured: float, summed: float) -> None:
         if not args.quiet:
@@ -128,6 +166,10 @@ def _calibrate(args: argparse.Namespace, table: object) -> None:
         progress=progress,
     )
     table.calibration = cal
+    _report(cal)
+
+
+def _report(cal: dict) -> None:
     plain, after = cal["plain_sum"], cal["calibrated"]
     print(
         f"calibration: whole network ~ {cal['a']:.4f} * sum + {cal['b_ms']:.4f} ms; plain sum "
@@ -143,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
         return _show(args)
     if not args.output:
         raise ValueError("-o/--output is required: the table file to write")
+    if args.measurements:
+        if not args.source:
+            raise ValueError("--measurements needs --from TABLE: the table those runs used")
+        args.calibrate = args.calibrate or 2  # the count is the file's
     if args.source and args.calibrate is None:
         raise ValueError("--from TABLE calibrates a table: give --calibrate N too")
     if args.calibrate is not None and args.calibrate < 2:

@@ -299,6 +299,22 @@ def _decisions(model: CostModel, w: dict[str, Tensor]) -> list[list[Option]]:
     return out
 
 
+def cheapest_cost(model: CostModel, allowed: dict[str, Tensor]) -> float | None:
+    """The table cost of the cheapest network that uses only ``allowed`` ops (cell type ->
+    bool [edges, ops]); None if no network does."""
+    w = {
+        ct: torch.zeros(t.shape, dtype=torch.float64).masked_fill(~t.cpu(), float("-inf"))
+        for ct, t in allowed.items()
+    }
+    try:
+        decisions = _decisions(model, w)
+    except ValueError:  # a node without enough edges to keep
+        return None
+    if any(not opts for opts in decisions):
+        return None
+    return model.fixed + math.fsum(min(c for _, c, _ in opts) for opts in decisions)
+
+
 def budget_argmax_genotype(
     model: CostModel,
     weights: dict[str, Tensor],

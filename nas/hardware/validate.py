@@ -174,7 +174,17 @@ def calibrate(
         summed.append(raw.of_genotype(g))
         if progress is not None:
             progress(k, n, g, t.median_ms, summed[-1])
-    y, s = np.array(measured), np.array(summed)
+    cal = fit_calibration(np.array(measured), np.array(summed), quantile)
+    cal.update(seed=seed, warmup=warmup, repeats=repeats)
+    return cal
+
+
+def fit_calibration(measured: np.ndarray, summed: np.ndarray, quantile: float = 1.0) -> dict:
+    """The calibration record of ``calibrate`` from measured whole-network latencies and the
+    table's plain sums of the same networks (also usable on a validation run's records)."""
+    if not 0.5 <= quantile <= 1.0:
+        raise ValueError(f"quantile must be in [0.5, 1], got {quantile}")
+    y, s = np.asarray(measured, float), np.asarray(summed, float)
     a0, b0 = fit_correction(y, s)
     model = "affine"
     if a0 <= 0 or np.any(a0 * s + b0 <= 0):
@@ -191,10 +201,7 @@ def calibrate(
         "model": model,
         "quantile": quantile,
         "margin": r,
-        "n": n,
-        "seed": seed,
-        "warmup": warmup,
-        "repeats": repeats,
+        "n": int(y.size),
         "plain_sum": prediction_metrics(y, s).row(),
         "fit": prediction_metrics(y, a0 * s + b0).row(),
         "calibrated": prediction_metrics(y, a * s + b).row(),
