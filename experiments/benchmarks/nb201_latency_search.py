@@ -43,6 +43,7 @@ from nas.hardware.table import load_table
 from search_spaces.nb201 import NUM_ARCHS, TinyNetwork, arch_to_index
 
 THREADS_PER_SEARCH = 1
+COST_EXTRA: list[str] = []  # more cost.* overrides of the constrained searches (--cost)
 SCALE = ["space=nb201", "space.C=8", "space.layers=1", "eval=false", "figures=false"]
 
 
@@ -59,6 +60,7 @@ def search(
                 f"cost.table={table}",
                 f"cost.target={target}",
                 *([f"cost.form={form}"] if form else []),
+                *COST_EXTRA,
                 "selection=budget",
                 f"selection.table={table}",
                 f"selection.budget={target}",
@@ -91,6 +93,7 @@ def main() -> None:
     p.add_argument("--targets", type=float, nargs="*", default=[])
     p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     p.add_argument("--form", help="cost.form (default: the cost config's, nni_add + positive)")
+    p.add_argument("--cost", nargs="*", default=[], help="more overrides, e.g. cost.scale=0.1")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-items", type=int, default=800, help="training images of the search")
     p.add_argument("--jobs", type=int, default=2, help="searches run at once (2)")
@@ -131,6 +134,7 @@ def main() -> None:
 
     scale = [f"epochs={args.epochs}", f"data.max_items={args.max_items}"]
     global THREADS_PER_SEARCH
+    COST_EXTRA[:] = args.cost
     THREADS_PER_SEARCH = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     if not args.plot_only:
         from concurrent.futures import ThreadPoolExecutor
