@@ -234,13 +234,16 @@ def main() -> None:
     ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
     env = table.environment
     ax.set_xlabel(
-        f"latency (ms), batch {table.protocol['batch']}, {env['device_name']}, "
+        f"{'calibrated ' if table.calibration else ''}latency (ms), batch {table.protocol['batch']}, {env['device_name']}, "
         f"{env['threads']} thread(s); o table, x measured"
     )
     ax.set_ylabel("NB201 CIFAR-10 test accuracy (%)")
     ax.set_ylim(max(80.0, float(np.nanmin(acc[front]))) - 1, 95)
     fig.tight_layout()
     fig.savefig(out / "pareto.png", dpi=130)
+    if args.figure:
+        Path(args.figure).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.figure, dpi=130)
     print(f"wrote {out / 'pareto.png'}, {out / 'results.json'}, {out / 'results.md'}")
 
 
