@@ -234,7 +234,8 @@ def main() -> None:
     ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
     env = table.environment
     ax.set_xlabel(
-        f"{'calibrated ' if table.calibration else ''}latency (ms), batch {table.protocol['batch']}, {env['device_name']}, "
+        f"{'calibrated ' if table.calibration else ''}latency (ms), batch "
+        f"{table.protocol['batch']}, {env['device_name']}, "
         f"{env['threads']} thread(s); o table, x measured"
     )
     ax.set_ylabel("NB201 CIFAR-10 test accuracy (%)")
