@@ -37,7 +37,15 @@ import torch
 from nas.bench.nb201 import NB201
 from nas.hardware.cost import CostModel, budget_argmax_genotype
 from nas.hardware.export import Logits
-from nas.hardware.pareto import best_within, hypervolume, nb201_costs, pareto_front, rank_within
+from nas.hardware.pareto import (
+    FoundCell,
+    best_within,
+    hypervolume,
+    nb201_costs,
+    pareto_front,
+    plot_nb201_front,
+    rank_within,
+)
 from nas.hardware.profiler import time_module
 from nas.hardware.table import load_table
 from search_spaces.nb201 import NUM_ARCHS, TinyNetwork, arch_to_index
@@ -211,40 +219,20 @@ def main() -> None:
     (out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.scatter(cost, acc, s=2, c="0.8", label="all 15,625 cells (table latency)")
-    ax.plot(cost[front], acc[front], "-", c="k", lw=1.2, label="exact front")
-    for k, target in enumerate(args.targets):
-        ax.axvline(target, ls="--", c=f"C{k}", lw=0.8)
-    for r in results["runs"]:
-        if r.get("budget_only"):
-            continue  # the plot shows the searches with the cost term
-        k = None if r["target_ms"] is None else args.targets.index(r["target_ms"])
-        color = "C9" if k is None else f"C{k}"
-        label = "unconstrained" if k is None else f"T = {r['target_ms']:g} ms"
-        ax.scatter([r["table_ms"]], [r["cifar10_test"]], c=color, marker="o", s=30, label=label)
-        ax.scatter([r["measured_ms"]], [r["cifar10_test"]], c=color, marker="x", s=30)
-    handles, labels = ax.get_legend_handles_labels()
-    seen = dict(zip(labels, handles))
-    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
     env = table.environment
-    ax.set_xlabel(
+    xlabel = (
         f"{'calibrated ' if table.calibration else ''}latency (ms), batch "
-        f"{table.protocol['batch']}, {env['device_name']}, "
-        f"{env['threads']} thread(s); o table, x measured"
+        f"{table.protocol['batch']}, {env['device_name']}, {env['threads']} thread(s); "
+        "o predicted, x measured"
     )
-    ax.set_ylabel("NB201 CIFAR-10 test accuracy (%)")
-    ax.set_ylim(max(80.0, float(np.nanmin(acc[front]))) - 1, 95)
-    fig.tight_layout()
-    fig.savefig(out / "pareto.png", dpi=130)
+    found = [
+        FoundCell(r["index"], r["target_ms"], r["table_ms"], r["cifar10_test"], r["measured_ms"])
+        for r in results["runs"]
+        if not r.get("budget_only")  # the plot shows the searches with the cost term
+    ]
+    plot_nb201_front(cost, acc, found, xlabel=xlabel, path=out / "pareto.png")
     if args.figure:
-        Path(args.figure).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.figure, dpi=130)
+        plot_nb201_front(cost, acc, found, xlabel=xlabel, path=args.figure)
     print(f"wrote {out / 'pareto.png'}, {out / 'results.json'}, {out / 'results.md'}")
 
 
