@@ -66,6 +66,68 @@ def _looks_like_a_path(text: str) -> bool:
     )
 
 
+def _pareto(root: Path, args: argparse.Namespace) -> int:
+    """The found cells of the NB201 runs under ``root`` over the exact front (all 15,625
+    cells: benchmark CIFAR-10 test accuracy x the table's, calibrated, latency)."""
+    import numpy as np
+    import yaml
+
+    from nas.bench.nb201 import NB201
+    from nas.hardware.cost import CostModel
+    from nas.hardware.pareto import FoundCell, nb201_costs, plot_nb201_front
+    from nas.hardware.table import load_table
+    from nas.hardware.validate import measure_network
+    from search_spaces.nb201 import NUM_ARCHS, arch_to_index, nb201_genotype
+
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder; expected a folder of nas-search runs")
+    table = load_table(args.pareto, expect="here" if args.measure else None)
+    model = CostModel.from_table(table, "latency")
+    cost = nb201_costs(model)
+    bench = NB201()
+    acc = np.array([bench.query(i, dataset="cifar10", split="test") for i in range(NUM_ARCHS)])
+    if args.measure and isinstance(table.environment.get("threads"), int):
+        import torch
+
+        torch.set_num_threads(int(table.environment["threads"]))
+    found = []
+    for gfile in sorted(root.rglob("genotype.json")):
+        run = gfile.parent
+        record = json.loads(gfile.read_text())
+        if record.get("space") != "nb201" or "arch" not in record:
+            continue
+        i = arch_to_index(record["arch"])
+        target = None
+        cfg_file = run / "config.yaml"
+        if cfg_file.is_file():
+            cfg = yaml.safe_load(cfg_file.read_text()) or {}
+            sel, cost_cfg = cfg.get("selection") or {}, cfg.get("cost") or {}
+            target = sel.get("budget") or (cost_cfg.get("target") if cost_cfg else None)
+        measured = None
+        if args.measure:
+            measured = measure_network(table, nb201_genotype(i)).median_ms
+        found.append(
+            FoundCell(i, None if target is None else float(target), float(cost[i]),
+                      float(acc[i]), measured, str(run.relative_to(root)))
+        )  # fmt: skip
+        shown = "-" if measured is None else f"{measured:.3f}"
+        print(f"{run}: cell {i}, CIFAR-10 test {acc[i]:.2f}, predicted {cost[i]:.3f} ms, "
+              f"measured {shown} ms, target {target}")  # fmt: skip
+    if not found:
+        raise ValueError(f"no NB201 run with a genotype.json under {root}")
+    env = table.environment
+    xlabel = (
+        f"{'calibrated ' if table.calibration else ''}latency (ms), batch "
+        f"{table.protocol['batch']}, {env['device_name']}, {env['threads']} thread(s); "
+        "o predicted, x measured"
+    )
+    out = Path(args.out) if args.out else root / "pareto.png"
+    if out.suffix != ".png":
+        out = out / "pareto.png"
+    print(plot_nb201_front(cost, acc, found, xlabel=xlabel, path=out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nas-plot", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -88,7 +150,21 @@ def main(argv: list[str] | None = None) -> int:
         default="png",
         help="format of the cell diagrams of a genotype (run figures are PNG)",
     )
+    parser.add_argument(
+        "--pareto",
+        metavar="TABLE",
+        help="NB201 latency searches: TARGET is a folder of run folders (a Hydra multirun); "
+        "draw their cells over the exact front of this table's latency",
+    )
+    parser.add_argument(
+        "--measure", action="store_true", help="with --pareto: also time each found network"
+    )
     args = parser.parse_args(argv)
+    if args.pareto:
+        try:
+            return _pareto(Path(args.target).expanduser(), args)
+        except (ValueError, FileNotFoundError, OSError) as e:
+            return _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
 
     try:
         engine = resolve_engine(args.engine)

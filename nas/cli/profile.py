@@ -9,7 +9,10 @@ with their exact MACs and parameters:
 * ``nas-profile --space darts --device cuda --batch 64 -o tables/darts-gpu.json``: NetworkCIFAR
   (C=36, 20 cells);
 * ``nas-profile --show tables/nb201-cpu.json [--check]``: a table's environment and entries;
-  ``--check`` refuses it if it was measured elsewhere (``--force`` accepts it).
+  ``--check`` refuses it if it was measured elsewhere (``--force`` accepts it);
+* ``--calibrate N`` (after profiling, or on an existing table with ``--from TABLE``): measure N
+  seeded whole networks and store the correction ``a * sum + b`` that every latency prediction
+  from the table then uses (``nas.hardware.validate.calibrate``).
 
 The table feeds the search's cost term (``nas-search cost=latency cost.table=...``) and the
 budget selector (``selection=budget``). Bad input prints one line and exits with status 2.
@@ -21,8 +24,6 @@ import argparse
 import sys
 
 from nas.cli.errors import one_line_errors
-
-DEFAULT_SIZE = {"nb201": (16, 5), "darts": (36, 20)}
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -45,6 +46,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="with --show: refuse a foreign table")
     p.add_argument("--force", action="store_true", help="with --check: accept it anyway")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per part")
+    p.add_argument(
+        "--calibrate", type=int, metavar="N", help="measure N whole networks and store a * sum + b"
+    )
+    p.add_argument("--from", dest="source", metavar="TABLE", help="calibrate this table instead")
+    p.add_argument(
+        "--calibrate-quantile", type=float, default=1.0,
+        help="share of the N networks the stored line over-predicts (1: all, the default)",
+    )  # fmt: skip
+    p.add_argument(
+        "--measurements", metavar="JSON",
+        help="with --from: fit the calibration on a latency_table.py run's measured networks",
+    )  # fmt: skip
+    p.add_argument("--calibrate-seed", type=int, default=0, help="seed of the sample (0)")
+    p.add_argument("--net-warmup", type=int, default=20, help="untimed calls per network (20)")
+    p.add_argument("--net-repeats", type=int, default=50, help="timed calls per network (50)")
     return p.parse_args(argv)
 
 
@@ -72,6 +88,21 @@ def _show(args: argparse.Namespace) -> int:
             f"{key:<44}{lat[0]:>11}{lat[1]:>9}{lat[2]:>9}"
             f"{e['flops'] / 1e6:>10.3f}{int(e['params']):>10,}"
         )
+    cal = table.calibration
+    if cal:
+        print(
+            f"calibration: whole network ~ {cal['a']:.4f} * sum + {cal['b_ms']:.4f} ms "
+            f"(least squares x {cal.get('margin', 1.0):.3f}, over-predicting "
+            f"{100 * float(cal.get('quantile', 1.0)):g} % of {cal.get('n', '?')} networks); "
+            "the latency predictions below use it"
+        )
+        for name in ("plain_sum", "fit", "calibrated"):
+            m = cal.get(name)
+            if isinstance(m, dict):
+                print(
+                    f"  {name:<11} RMSPE {m['rmspe_pct']:6.2f} %  within 10 % "
+                    f"{m['within_10pct']:5.1f} %  pred/measured {m['mean_pred_over_measured']:.3f}"
+                )
     metrics = ["latency", "flops", "params"] if proto.get("timed", True) else ["flops", "params"]
     for metric in metrics:
         m = CostModel.from_table(table, metric)
@@ -80,26 +111,117 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recorded(args: argparse.Namespace, table: object) -> dict:
+    """The calibration fitted on the networks a validation run measured (``--measurements``)."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    from nas.hardware.cost import CostModel
+    from nas.hardware.table import LatencyTable
+    from nas.hardware.validate import fit_calibration
+    from search_spaces.genotype import parse_genotype
+
+    assert isinstance(table, LatencyTable)
+    try:
+        rows = json.loads(Path(args.measurements).read_text())["rows"]
+        pairs = [(str(r["genotype"]), float(r["measured_ms"])) for r in rows]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"--measurements {args.measurements}: expected the JSON latency_table.py writes "
+            f"(rows of genotype and measured_ms): {e}"
+        ) from None
+    raw = CostModel.from_table(table, "latency", calibrated=False)
+    space = str(table.network["space"])
+    summed = [raw.of_genotype(parse_genotype(g, space)) for g, _ in pairs]
+    cal = fit_calibration(np.array([m for _, m in pairs]), np.array(summed),
+                          args.calibrate_quantile)  # fmt: skip
+    cal["measurements"] = str(args.measurements)
+    return cal
+
+
+def _calibrate(args: argparse.Namespace, table: object) -> None:
+    from nas.hardware.table import LatencyTable
+    from nas.hardware.validate import calibrate
+
+    assert isinstance(table, LatencyTable)
+    if not table.protocol.get("timed", True):
+        raise ValueError("--calibrate needs a timed table (profiled without --no-time)")
+    if args.measurements:
+        table.calibration = _recorded(args, table)
+        _report(table.calibration)
+        return
+
+    def progress(k: int, n: int, g: object, measured: float, summed: float) -> None:
+        if not args.quiet:
+            print(f"[{k + 1}/{n}] measured {measured:8.3f} ms  sum {summed:8.3f} ms  {g}")
+
+    cal = calibrate(
+        table,
+        args.calibrate,
+        seed=args.calibrate_seed,
+        quantile=args.calibrate_quantile,
+        device=args.device,
+        warmup=args.net_warmup,
+        repeats=args.net_repeats,
+        progress=progress,
+    )
+    table.calibration = cal
+    _report(cal)
+
+
+def _report(cal: dict) -> None:
+    plain, after = cal["plain_sum"], cal["calibrated"]
+    print(
+        f"calibration: whole network ~ {cal['a']:.4f} * sum + {cal['b_ms']:.4f} ms; plain sum "
+        f"RMSPE {plain['rmspe_pct']:.1f} % (pred/measured "
+        f"{plain['mean_pred_over_measured']:.3f}), calibrated RMSPE {after['rmspe_pct']:.1f} % "
+        f"(pred/measured {after['mean_pred_over_measured']:.3f}, "
+        f"{cal['share_over_pct']:.0f} % of the sample measured over it)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(args)
     if not args.output:
         raise ValueError("-o/--output is required: the table file to write")
+    if args.measurements:
+        if not args.source:
+            raise ValueError("--measurements needs --from TABLE: the table those runs used")
+        args.calibrate = args.calibrate or 2  # the count is the file's
+    if args.source and args.calibrate is None:
+        raise ValueError("--from TABLE calibrates a table: give --calibrate N too")
+    if args.calibrate is not None and args.calibrate < 2:
+        raise ValueError(f"--calibrate needs at least 2 networks, got {args.calibrate}")
     import torch  # after argument parsing, as above
 
     from nas.hardware.parts import Part, network_layout
     from nas.hardware.profiler import profile
+    from nas.hardware.table import load_table
+    from search_spaces.families import family_of
     from search_spaces.space import get_space
 
-    family = get_space(args.space).family
-    C0, L0 = DEFAULT_SIZE[family]
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: this machine has no CUDA device")
+    if args.source:
+        # the networks are timed here, so the table must have been measured here
+        table = load_table(args.source, expect="here", force=args.force)
+        threads = table.environment.get("threads")
+        if isinstance(threads, int):
+            torch.set_num_threads(threads)
+        _calibrate(args, table)
+        path = table.save(args.output)
+        print(f"wrote {path} (the parts of {args.source} with the calibration)")
+        return 0
+    # the family's evaluation network of its paper (NB201: C=16, N=5; DARTS: C=36, 20 cells)
+    C0, L0 = family_of(get_space(args.space)).paper_size
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: this machine has no CUDA device")
     layout = network_layout(
         args.space,
         C=args.C if args.C is not None else C0,
@@ -124,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         timed=not args.no_time,
         progress=progress,
     )
+    if args.calibrate is not None:
+        _calibrate(args, table)
     path = table.save(args.output)
     env = table.environment
     print(

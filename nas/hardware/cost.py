@@ -28,13 +28,14 @@ world_size`` (the ``c`` term once over all processes). It reads only the weights
 strategy that differentiates through its mixing weights gets it.
 
 Budgets: ``budget_argmax_genotype`` derives the argmax genotype among those whose table cost
-is at most a budget, by construction (section 2.4 (c) of the project's hardware notes): edge
-by edge, most confident first, the best op whose cost, plus what is decided, plus the
-cheapest completion of the undecided edges, stays within the budget.
+is at most a budget, by construction (section 2.4 (c) of the project's hardware notes):
+decision by decision, most confident first, the best option whose cost, plus what is decided,
+plus the cheapest completion of the undecided decisions, stays within the budget.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ from torch import Tensor
 
 from nas.hardware.parts import NetworkLayout
 from nas.hardware.table import METRICS, LatencyTable
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
 from search_spaces.space import get_space
 
 UNITS = {"latency": "ms", "flops": "M MACs", "params": "M"}
@@ -62,7 +64,12 @@ class CostModel:
     per_op: dict[str, Tensor]  # cell type -> [edges, ops], float64
 
     @staticmethod
-    def from_table(table: LatencyTable, metric: str = "latency") -> CostModel:
+    def from_table(
+        table: LatencyTable, metric: str = "latency", *, calibrated: bool = True
+    ) -> CostModel:
+        """The model of ``metric``; latency through the table's calibration ``a * sum + b``
+        (``nas-profile --calibrate``) unless ``calibrated`` is false. The correction is affine,
+        so the model stays additive: ``a * fixed + b`` and ``a`` times every op's cost."""
         layout: NetworkLayout = table.layout()
         fixed = sum(table.value(p, metric) * n for p, n in layout.fixed)
         per_op = {}
@@ -71,6 +78,10 @@ class CostModel:
                 [[sum(table.value(p, metric) * n for p, n in op) for op in ops] for ops in edges],
                 dtype=torch.float64,
             )
+        if metric == "latency" and calibrated:
+            a, b = table.correction()
+            fixed = a * fixed + b
+            per_op = {ct: a * t for ct, t in per_op.items()}
         return CostModel(metric, layout.space, float(fixed), per_op)
 
     def expected(self, weights: dict[str, Tensor]) -> Tensor:
@@ -91,24 +102,18 @@ class CostModel:
         return total + self.fixed
 
     def of_genotype(self, genotype: AnyGenotype) -> float:
-        """The table cost of a discrete network."""
+        """The table cost of a discrete network: the fixed parts plus every kept edge's op."""
         space = get_space(self.space)
-        if isinstance(genotype, NB201Genotype):
-            cell = space.cells["cell"]
-            return self.fixed + sum(
-                float(self.per_op["cell"][e.index, e.ops.index(op)])
-                for e, op in zip(cell.edges, genotype.ops)
-            )
-        if not isinstance(genotype, DartsGenotype) or space.family != "darts":
+        if getattr(genotype, "family", None) != space.family:
             raise ValueError(f"genotype {genotype} does not belong to the {self.space} table")
         total = self.fixed
-        for ct in ("normal", "reduce"):
+        for ct, per_op in self.per_op.items():
             cell = space.cells[ct]
-            for i, (op, src) in enumerate(genotype.cell(ct)):
-                e = cell.edge(src, cell.num_input_nodes + i // 2)
+            for op, src, dst in genotype.edges(ct):
+                e = cell.edge(src, dst)
                 if op not in e.ops:
-                    raise ValueError(f"{ct} edge {src}->{e.dst} has no op {op!r} in {self.space}")
-                total += float(self.per_op[ct][e.index, e.ops.index(op)])
+                    raise ValueError(f"{ct} edge {src}->{dst} has no op {op!r} in {self.space}")
+                total += float(per_op[e.index, e.ops.index(op)])
         return total
 
 
@@ -248,6 +253,68 @@ def _too_small(model: CostModel, budget: float, cheapest: float) -> ValueError:
     )
 
 
+Choice = tuple[tuple[str, int, int], ...]  # (cell type, edge index, op index) per kept edge
+Option = tuple[float, float, Choice]  # (score, cost, choice)
+
+
+def _decisions(model: CostModel, w: dict[str, Tensor]) -> list[list[Option]]:
+    """The decisions a discrete cell is made of, each a list of ``(score, cost, choice)``.
+
+    A cell that keeps every edge (``inputs_per_node`` None: NB201) decides each edge's op; one
+    that keeps ``k`` edges per node (DARTS: 2) decides each node's ``k`` incoming edges with a
+    non-``none`` op each, scored by the sum of their weights (the argmax's choice when the
+    budget does not bind), strongest edge first."""
+    space = get_space(model.space)
+    out = []
+    for ct, cost in model.per_op.items():
+        cell = space.cells[ct]
+        wt = w[ct]
+        for node in cell.intermediate_nodes:
+            per_edge: list[list[Option]] = [
+                [
+                    (float(wt[e.index, k]), float(cost[e.index, k]), ((ct, e.index, k),))
+                    for k, op in enumerate(e.ops)
+                    if math.isfinite(float(wt[e.index, k]))
+                    and (cell.inputs_per_node is None or op != "none")
+                ]
+                for e in cell.edges_into(node)
+            ]
+            if cell.inputs_per_node is None:
+                out.extend(per_edge)
+                continue
+            options: list[Option] = []
+            for group in combinations(per_edge, cell.inputs_per_node):
+                for picks in itertools.product(*group):
+                    ranked = sorted(picks, key=lambda o: -o[0])
+                    options.append(
+                        (math.fsum(o[0] for o in picks), math.fsum(o[1] for o in picks),
+                         tuple(c for o in ranked for c in o[2]))
+                    )  # fmt: skip
+            if not options:
+                raise ValueError(
+                    f"{ct} node {node} has fewer than {cell.inputs_per_node} edges with an "
+                    "allowed op"
+                )
+            out.append(options)
+    return out
+
+
+def cheapest_cost(model: CostModel, allowed: dict[str, Tensor]) -> float | None:
+    """The table cost of the cheapest network that uses only ``allowed`` ops (cell type ->
+    bool [edges, ops]); None if no network does."""
+    w = {
+        ct: torch.zeros(t.shape, dtype=torch.float64).masked_fill(~t.cpu(), float("-inf"))
+        for ct, t in allowed.items()
+    }
+    try:
+        decisions = _decisions(model, w)
+    except ValueError:  # a node without enough edges to keep
+        return None
+    if any(not opts for opts in decisions):
+        return None
+    return model.fixed + math.fsum(min(c for _, c, _ in opts) for opts in decisions)
+
+
 def budget_argmax_genotype(
     model: CostModel,
     weights: dict[str, Tensor],
@@ -256,88 +323,39 @@ def budget_argmax_genotype(
 ) -> AnyGenotype:
     """The argmax genotype restricted to networks whose table cost is <= ``budget``.
 
-    NB201: edges in order of their top weight, each the highest-weight op that keeps
-    decided + this op + the cheapest ops of the other undecided edges within budget.
-    DARTS cells: the same per node, each node's choice being a pair of incoming edges with a
-    non-``none`` op each, ranked by the sum of the two weights (the argmax's top-2 choice when
-    the budget does not bind)."""
+    Decisions (``_decisions``: NB201 edges, DARTS nodes' pairs of edges) in order of their best
+    score, each the best-scoring option that keeps decided + this option + the cheapest
+    options of the undecided decisions within budget. The genotype is then read from the
+    choices by the space family's own derivation (``search_spaces.families``)."""
     space = get_space(model.space)
     w = {ct: v.detach().double().cpu() for ct, v in weights.items()}
     if masks is not None:
         w = {ct: v.masked_fill(~masks[ct].cpu(), float("-inf")) for ct, v in w.items()}
     tol = 1e-9 * max(1.0, abs(budget))
-    if space.family == "nb201":
-        cost = model.per_op["cell"]
-        allowed = torch.isfinite(w["cell"])
-        cheapest = [float(cost[e][allowed[e]].min()) for e in range(cost.shape[0])]
-        if model.fixed + sum(cheapest) > budget + tol:
-            raise _too_small(model, budget, model.fixed + sum(cheapest))
-        order = sorted(range(cost.shape[0]), key=lambda e: -float(w["cell"][e].max()))
-        spent = model.fixed
-        rest = sum(cheapest)
-        choice: dict[int, int] = {}
-        for e in order:
-            rest -= cheapest[e]
-            ranked = sorted(
-                (k for k in range(cost.shape[1]) if bool(allowed[e, k])),
-                key=lambda k: -float(w["cell"][e, k]),
-            )
-            for k in ranked:
-                if spent + float(cost[e, k]) + rest <= budget + tol:
-                    choice[e] = k
-                    spent += float(cost[e, k])
-                    break
-            else:  # unreachable: the cheapest op always fits
-                raise AssertionError("no feasible op")
-        cell = space.cells["cell"]
-        return NB201Genotype.from_ops([cell.edges[e].ops[choice[e]] for e in range(len(choice))])
-
-    # DARTS family: one decision per (cell type, node) over pairs of (edge, op)
-    decisions = []  # (cell type, node, options: list of (score, cost, pairs))
-    for ct in ("normal", "reduce"):
-        cell = space.cells[ct]
-        cost = model.per_op[ct]
-        for node in cell.intermediate_nodes:
-            per_edge = []
-            for edge in cell.edges_into(node):
-                ops = [
-                    (float(w[ct][edge.index, k]), float(cost[edge.index, k]), (op, edge.src))
-                    for k, op in enumerate(edge.ops)
-                    if op != "none" and math.isfinite(float(w[ct][edge.index, k]))
-                ]
-                per_edge.append(ops)
-            options = [
-                (s1 + s2, c1 + c2, (p1, p2) if s1 >= s2 else (p2, p1))
-                for ea, eb in combinations(per_edge, 2)
-                for s1, c1, p1 in ea
-                for s2, c2, p2 in eb
-            ]
-            if not options:
-                raise ValueError(f"{ct} node {node} has fewer than two edges with an allowed op")
-            decisions.append((ct, node, options))
-    cheapest = [min(c for _, c, _ in opts) for _, _, opts in decisions]
+    decisions = _decisions(model, w)
+    for i, opts in enumerate(decisions):
+        if not opts:
+            raise ValueError(f"decision {i} of the {model.space} cell has no allowed op")
+    cheapest = [min(c for _, c, _ in opts) for opts in decisions]
     if model.fixed + sum(cheapest) > budget + tol:
         raise _too_small(model, budget, model.fixed + sum(cheapest))
-    order = sorted(range(len(decisions)), key=lambda i: -max(s for s, _, _ in decisions[i][2]))
+    order = sorted(range(len(decisions)), key=lambda i: -max(s for s, _, _ in decisions[i]))
     spent, rest = model.fixed, sum(cheapest)
-    chosen: dict[int, tuple[tuple[str, int], tuple[str, int]]] = {}
+    # one-hot weights of the choices, the first (strongest) edge of a group highest, so that
+    # the family's argmax derivation returns exactly these edges, ops and order
+    chosen = {ct: torch.zeros_like(t) for ct, t in model.per_op.items()}
     for i in order:
         rest -= cheapest[i]
-        for _score, c, pair in sorted(decisions[i][2], key=lambda o: -o[0]):
+        for _score, c, picks in sorted(decisions[i], key=lambda o: -o[0]):
             if spent + c + rest <= budget + tol:
-                chosen[i] = pair  # stronger edge first, as the argmax lists them
+                for rank, (ct, e, k) in enumerate(picks):
+                    chosen[ct][e, k] = 2.0 - rank / len(picks)
                 spent += c
                 break
-        else:
-            raise AssertionError("no feasible pair")
-    cells: dict[str, list[tuple[str, int]]] = {"normal": [], "reduce": []}
-    for i, (ct, _, _) in enumerate(decisions):
-        cells[ct].extend(chosen[i])
-    steps = len(space.cells["normal"].intermediate_nodes)
-    concat = tuple(range(2, 2 + steps))
-    return DartsGenotype(
-        tuple(cells["normal"]), concat, tuple(cells["reduce"]), concat, concat_as_range=True
-    )
+        else:  # unreachable: the cheapest option always fits
+            raise AssertionError("no feasible option")
+    masks_all = {ct: torch.ones_like(t, dtype=torch.bool) for ct, t in chosen.items()}
+    return family_of(space).derive(space, chosen, masks_all)
 
 
 def attach_cost(strategy: Any, cfg: Any) -> CostObjective:

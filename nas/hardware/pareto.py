@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -79,3 +80,58 @@ def rank_within(index: int, cost: np.ndarray, accuracy: np.ndarray, budget: floa
     """1-based rank of cell ``index`` by accuracy among the cells within ``budget``."""
     _, mask = best_within(cost, accuracy, budget)
     return int((accuracy[mask] > accuracy[index]).sum()) + 1
+
+
+@dataclass
+class FoundCell:
+    """A searched NB201 cell placed on the front: its target (None: unconstrained), predicted
+    (table) and measured latency, benchmark accuracy and label."""
+
+    index: int
+    target: float | None
+    predicted: float
+    accuracy: float
+    measured: float | None = None
+    label: str = ""
+
+
+def plot_nb201_front(
+    cost: np.ndarray,
+    accuracy: np.ndarray,
+    found: Sequence[FoundCell],
+    *,
+    xlabel: str,
+    path: str | Path,
+) -> Path:
+    """All 15,625 cells (accuracy over predicted latency), the exact front, the targets, and
+    the found cells: o at their predicted latency, x at their measured one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    front = pareto_front(cost.tolist(), accuracy.tolist())
+    targets = sorted({f.target for f in found if f.target is not None})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter(cost, accuracy, s=2, c="0.8", label="all 15,625 cells")
+    ax.plot(cost[front], accuracy[front], "-", c="k", lw=1.2, label="exact front")
+    for k, t in enumerate(targets):
+        ax.axvline(t, ls="--", c=f"C{k}", lw=0.8)
+    for f in found:
+        color = "C9" if f.target is None else f"C{targets.index(f.target)}"
+        label = "unconstrained" if f.target is None else f"T = {f.target:g} ms"
+        ax.scatter([f.predicted], [f.accuracy], c=color, marker="o", s=30, label=label)
+        if f.measured is not None:
+            ax.scatter([f.measured], [f.accuracy], c=color, marker="x", s=30)
+    handles, labels = ax.get_legend_handles_labels()
+    seen = dict(zip(labels, handles))
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel("NB201 CIFAR-10 test accuracy (%)")
+    ax.set_ylim(max(80.0, float(np.nanmin(accuracy[front]))) - 1, 95)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from search_spaces.families import family_of
 from search_spaces.nb201 import ResNetBasicblock
 from search_spaces.ops import OPS, FactorizedReduce, ReLUConvBN, build_op
-from search_spaces.space import SPACE_NAMES, Edge, Space, get_space
+from search_spaces.space import SPACE_NAMES, Space, get_space
 
 # Fixed blocks that are not candidate operations (``OPS`` holds those).
 FIXED_BLOCKS = (
@@ -198,19 +199,22 @@ def network_layout(
         raise ValueError(f"image_size must be a multiple of 4 (two halvings), got {image_size}")
     layout = NetworkLayout(space, C, layers, image_size, num_classes)
     sp = get_space(space)
-    if sp.family == "nb201":
-        _nb201_layout(layout, sp.cells["cell"].edges)
-    else:
-        if image_size > 64:
-            raise ValueError(
-                "latency layouts cover the CIFAR-style DARTS network (image_size <= 64); "
-                f"got {image_size} (NetworkImageNet is not laid out yet)"
-            )
-        _darts_layout(layout, sp)
+    if space_family(sp) == "darts" and image_size > 64:
+        raise ValueError(
+            "latency layouts cover the CIFAR-style DARTS network (image_size <= 64); "
+            f"got {image_size} (NetworkImageNet is not laid out yet)"
+        )
+    LAYOUTS[space_family(sp)](layout, sp)
     return layout
 
 
-def _nb201_layout(layout: NetworkLayout, edges: tuple[Edge, ...]) -> None:
+def space_family(sp: Space) -> str:
+    """The name of ``sp``'s family (``search_spaces.families``), which picks its layout."""
+    return family_of(sp).name
+
+
+def _nb201_layout(layout: NetworkLayout, sp: Space) -> None:
+    edges = sp.cells["cell"].edges
     C, N, H = layout.C, layout.layers, layout.image_size
     layout.fixed.append((Part("stem", 3, C, 1, H, H), 1))
     per_edge: list[list[Counted]] = [[[] for _ in e.ops] for e in edges]
@@ -267,3 +271,7 @@ def _darts_layout(layout: NetworkLayout, sp: Space) -> None:
         h = h_out
     layout.fixed.append((Part("head_darts", C_p, layout.num_classes, 1, h, h), 1))
     layout.choices.update(choices)
+
+
+# The layout of each space family's discrete network (``search_spaces.families``), by name.
+LAYOUTS = {"nb201": _nb201_layout, "darts": _darts_layout}

@@ -13,7 +13,12 @@ JSON layout (``format: nas-latency-table/1``)::
      "network": {"space", "C", "layers", "image_size", "num_classes"},
      "protocol": {"batch", "warmup", "repeats", "timer"},
      "entries": {part key: {"latency_ms" (median), "p10_ms", "p90_ms", "mean_ms", "n",
-                            "flops" (MACs of one image), "params"}}}
+                            "flops" (MACs of one image), "params"}},
+     "calibration": optional, from ``nas-profile --calibrate N``: {"a", "b_ms", ...}}
+
+A calibration maps the plain sum of the entries to the latency of the whole network,
+``a * sum + b_ms`` (``nas.hardware.validate.calibrate``): every latency prediction made from the
+table (the search's cost term, the budget selector, fronts, ``nas-profile --show``) uses it.
 """
 
 from __future__ import annotations
@@ -79,6 +84,13 @@ class LatencyTable:
     entries: dict[str, dict[str, float]]
     created: str = ""
     source: str = "<memory>"
+    calibration: dict[str, Any] | None = None
+
+    def correction(self) -> tuple[float, float]:
+        """``(a, b)`` of the latency prediction ``a * sum + b`` ms: ``(1, 0)`` uncalibrated."""
+        if not self.calibration:
+            return 1.0, 0.0
+        return float(self.calibration["a"]), float(self.calibration["b_ms"])
 
     def layout(self) -> NetworkLayout:
         n = self.network
@@ -111,7 +123,7 @@ class LatencyTable:
         return float(entry[metric]) / 1e6
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": FORMAT,
             "created": self.created,
             "environment": self.environment,
@@ -119,6 +131,9 @@ class LatencyTable:
             "protocol": self.protocol,
             "entries": self.entries,
         }
+        if self.calibration:
+            out["calibration"] = self.calibration
+        return out
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -136,6 +151,16 @@ class LatencyTable:
         missing = [k for k in ("environment", "network", "protocol", "entries") if k not in data]
         if missing:
             raise ValueError(f"latency table {source} lacks {', '.join(missing)}")
+        calibration = data.get("calibration")
+        if calibration is not None:
+            ok = isinstance(calibration, dict) and all(
+                isinstance(calibration.get(k), (int, float)) for k in ("a", "b_ms")
+            )
+            if not ok or float(calibration["a"]) <= 0:
+                raise ValueError(
+                    f"latency table {source}: calibration {calibration!r} is malformed; "
+                    "expected {'a': > 0, 'b_ms': number, ...} (nas-profile --calibrate)"
+                )
         return LatencyTable(
             environment=dict(data["environment"]),
             network=dict(data["network"]),
@@ -143,6 +168,7 @@ class LatencyTable:
             entries={str(k): dict(v) for k, v in data["entries"].items()},
             created=str(data.get("created", "")),
             source=source,
+            calibration=dict(calibration) if calibration is not None else None,
         )
 
 

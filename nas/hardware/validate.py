@@ -6,15 +6,30 @@ Hardware-aware search (``nas.hardware``). nn-Meter (Zhang et al., MobiSys 2021;
 per-op latencies misses what the network does between ops (allocations, framework overhead per
 call, fused kernels), so where the plain sum is biased ``fit_correction`` fits
 ``y ~ a * sum + b`` on one half of the sample and it is judged on the other.
+
+``calibrate`` (``nas-profile --calibrate N``) measures a seeded sample of whole networks and
+stores such a line in the table, scaled up to over-predict a chosen share of the sample, so
+that the search's cost term and the budget selector use the whole network's latency.
 """
 
 from __future__ import annotations
 
+import os
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import torch
 
+from nas.hardware.profiler import Timing, time_module
+from nas.hardware.table import LatencyTable, now_iso
 from nas.proxies.correlation import kendall, spearman
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype, DartsGenotype
+from search_spaces.nb201 import NUM_ARCHS, nb201_genotype
+from search_spaces.space import get_space
 
 
 @dataclass(frozen=True)
@@ -61,3 +76,136 @@ def fit_correction(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, 
     A = np.stack([np.asarray(predicted, float), np.ones(len(predicted))], 1)
     (a, b), *_ = np.linalg.lstsq(A, np.asarray(measured, float), rcond=None)
     return float(a), float(b)
+
+
+# ------------------------------------------------------------------ whole networks, calibration
+
+
+def random_genotypes(space: str, n: int, seed: int = 0) -> list[AnyGenotype]:
+    """A seeded sample of ``n`` discrete cells of ``space``: NB201 benchmark cells drawn without
+    replacement; DARTS-family genotypes with two distinct input edges per node and a
+    non-``none`` op on each (as the space's discrete cells have)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"expected a sample of at least 2 networks, got {n!r}")
+    sp = get_space(space)
+    rng = random.Random(seed)
+    if family_of(sp).name == "nb201":
+        return [nb201_genotype(i) for i in rng.sample(range(NUM_ARCHS), n)]
+    out: list[AnyGenotype] = []
+    for _ in range(n):
+        cells = {}
+        for ct, cell in sp.cells.items():
+            assert cell.inputs_per_node is not None
+            pairs = []
+            for node in cell.intermediate_nodes:
+                for e in rng.sample(list(cell.edges_into(node)), cell.inputs_per_node):
+                    pairs.append((rng.choice([o for o in e.ops if o != "none"]), e.src))
+            cells[ct] = tuple(pairs)
+        concat = tuple(range(2, 2 + len(sp.cells["normal"].intermediate_nodes)))
+        out.append(
+            DartsGenotype(cells["normal"], concat, cells["reduce"], concat, concat_as_range=True)
+        )
+    return out
+
+
+def measure_network(
+    table: LatencyTable,
+    genotype: AnyGenotype,
+    *,
+    device: str | torch.device = "cpu",
+    warmup: int = 20,
+    repeats: int = 50,
+) -> Timing:
+    """The whole discrete network of ``genotype`` at the table's size, timed with the table's
+    protocol (batch, dtype, memory format; eval, no_grad, median of ``repeats`` calls)."""
+    from nas.hardware.export import Logits
+
+    net_cfg, env = table.network, table.environment
+    family = family_of(genotype)
+    net, spec = family.network(
+        genotype,
+        C=int(net_cfg["C"]),
+        layers=int(net_cfg["layers"]),
+        num_classes=int(net_cfg["num_classes"]),
+        image_size=int(net_cfg["image_size"]),
+    )
+    size = int(net_cfg["image_size"])
+    return time_module(
+        Logits(net, spec.family),
+        (int(table.protocol["batch"]), 3, size, size),
+        device=torch.device(device),
+        dtype=str(env.get("dtype", "float32")),
+        channels_last=bool(env.get("channels_last", False)),
+        warmup=warmup,
+        repeats=repeats,
+    )
+
+
+def calibrate(
+    table: LatencyTable,
+    n: int,
+    *,
+    seed: int = 0,
+    quantile: float = 1.0,
+    device: str | torch.device = "cpu",
+    warmup: int = 20,
+    repeats: int = 50,
+    progress: Callable[[int, int, AnyGenotype, float, float], None] | None = None,
+) -> dict[str, Any]:
+    """Measure ``n`` seeded whole networks and fit the table's latency calibration.
+
+    The least-squares line ``measured ~ a0 * sum + b0`` is scaled by the ``quantile`` of
+    measured / fitted over the sample (1: the largest), so that the stored prediction
+    ``a * sum + b`` (``a = r * a0``, ``b = r * b0``) over-predicts that share of the networks:
+    a budget met by it is met by the measured latency of as many (a safety margin relative to
+    the fit, as the errors are relative). Returns the ``calibration`` record of the table,
+    with the sample's metrics before and after. Where the least-squares line does not rise or
+    predicts a non-positive latency inside the sample, the line through the origin is used."""
+    if not 0.5 <= quantile <= 1.0:
+        raise ValueError(f"quantile must be in [0.5, 1], got {quantile}")
+    from nas.hardware.cost import CostModel
+
+    raw = CostModel.from_table(table, "latency", calibrated=False)
+    genotypes = random_genotypes(str(table.network["space"]), n, seed)
+    measured, summed = [], []
+    for k, g in enumerate(genotypes):
+        t = measure_network(table, g, device=device, warmup=warmup, repeats=repeats)
+        measured.append(t.median_ms)
+        summed.append(raw.of_genotype(g))
+        if progress is not None:
+            progress(k, n, g, t.median_ms, summed[-1])
+    cal = fit_calibration(np.array(measured), np.array(summed), quantile)
+    cal.update(seed=seed, warmup=warmup, repeats=repeats)
+    return cal
+
+
+def fit_calibration(measured: np.ndarray, summed: np.ndarray, quantile: float = 1.0) -> dict:
+    """The calibration record of ``calibrate`` from measured whole-network latencies and the
+    table's plain sums of the same networks (also usable on a validation run's records)."""
+    if not 0.5 <= quantile <= 1.0:
+        raise ValueError(f"quantile must be in [0.5, 1], got {quantile}")
+    y, s = np.asarray(measured, float), np.asarray(summed, float)
+    a0, b0 = fit_correction(y, s)
+    model = "affine"
+    if a0 <= 0 or np.any(a0 * s + b0 <= 0):
+        # a noisy or tiny sample can fit a line that does not rise or goes below zero; the
+        # whole-network latency is then modelled as proportional to the sum (least squares)
+        a0, b0, model = float(np.dot(s, y) / np.dot(s, s)), 0.0, "proportional"
+    r = float(np.quantile(y / (a0 * s + b0), quantile))
+    a, b = r * a0, r * b0
+    return {
+        "a": a,
+        "b_ms": b,
+        "fit_a": a0,
+        "fit_b_ms": b0,
+        "model": model,
+        "quantile": quantile,
+        "margin": r,
+        "n": int(y.size),
+        "plain_sum": prediction_metrics(y, s).row(),
+        "fit": prediction_metrics(y, a0 * s + b0).row(),
+        "calibrated": prediction_metrics(y, a * s + b).row(),
+        "share_over_pct": float(np.mean(y > a * s + b + 1e-12) * 100),
+        "created": now_iso(),
+        "load_average": os.getloadavg()[0],
+    }

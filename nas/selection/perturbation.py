@@ -169,7 +169,19 @@ class PerturbationSelection(Selector):
         tune_lr_min: float = 0.001,
         reuse_prefix: bool = True,
         seed: int = 0,
+        budget: float | None = None,
+        table: str | None = None,
+        metric: str = "latency",
+        force: bool = False,
     ) -> None:
+        # a hard cost budget (hardware-aware search): None, or the BudgetArgmax settings
+        self.budget_model = None
+        self.budget: float | None = None
+        if budget is not None or table:
+            from nas.selection.budget import BudgetArgmax
+
+            holder = BudgetArgmax(table=table, budget=budget, metric=metric, force=force)
+            self.budget_model, self.budget = holder.model, holder.budget
         if isinstance(proj_intv, bool) or not isinstance(proj_intv, int) or proj_intv < 0:
             raise ValueError(f"selection.proj_intv must be an int >= 0, got {proj_intv!r}")
         if criterion not in ("acc", "loss"):
@@ -289,6 +301,45 @@ class PerturbationSelection(Selector):
         with torch.no_grad():
             return {k: v.detach().clone() for k, v in strategy.arch_weights(sample=False).items()}
 
+    # ------------------------------------------------------------------ the budget
+
+    def _allowed(self, strategy: SearchStrategy) -> dict[str, torch.Tensor]:
+        """Per cell type, the ops each edge may still end up with: the mask's on an undecided
+        edge, the projected op on a decided one, none on a removed edge."""
+        projection = self.attach(strategy)
+        out = {}
+        for ct, decided in projection.decided.items():
+            mask = strategy.supernet.op_mask(ct).detach().cpu().clone()
+            fixed = projection.weights_EO[ct].detach().cpu() != 0
+            rows = decided.cpu()
+            mask[rows] = fixed[rows]
+            out[ct] = mask
+        return out
+
+    def _feasible(self, allowed: dict[str, torch.Tensor]) -> bool:
+        """Whether the cheapest network the ``allowed`` ops leave is within the budget (the
+        table is additive, so a choice that keeps this true keeps the final network within)."""
+        from nas.hardware.cost import cheapest_cost
+
+        assert self.budget_model is not None and self.budget is not None
+        cost = cheapest_cost(self.budget_model, allowed)
+        return cost is not None and cost <= self.budget + 1e-9 * max(1.0, abs(self.budget))
+
+    def _keep_feasible(
+        self, strategy: SearchStrategy, cell_type: str, edge: int, rows: list[torch.Tensor]
+    ) -> list[bool]:
+        """For each candidate row of edge ``edge`` (its allowed ops after a decision), whether
+        the budget can still be met; all true without a budget."""
+        if self.budget_model is None:
+            return [True] * len(rows)
+        base = self._allowed(strategy)
+        out = []
+        for row in rows:
+            allowed = {ct: t.clone() for ct, t in base.items()}
+            allowed[cell_type][edge] = row
+            out.append(self._feasible(allowed))
+        return out
+
     def project_op(
         self, ctx: SelectionContext, strategy: SearchStrategy, cell_type: str
     ) -> dict[str, Any]:
@@ -307,10 +358,17 @@ class PerturbationSelection(Selector):
             w[cell_type][edge, k] = 0.0  # remove op k; the others are not renormalised
             variants.append(w)
         scores = self._eval(ctx, strategy, cell_type, variants)
+        n_ops = len(space_edge.ops)
+        ok = self._keep_feasible(
+            strategy, cell_type, edge,
+            [torch.arange(n_ops) == k for k in candidates],
+        )  # fmt: skip
+        # with a budget, only ops that leave room for the cheapest completion of the rest
+        feasible = [i for i in range(len(candidates)) if ok[i]]
         if self.criterion == "acc":  # the op whose removal hurts accuracy most
-            best = min(range(len(candidates)), key=lambda i: (scores[i][0], i))
+            best = min(feasible, key=lambda i: (scores[i][0], i))
         else:  # the op whose removal raises the loss most
-            best = min(range(len(candidates)), key=lambda i: (-scores[i][1], i))
+            best = min(feasible, key=lambda i: (-scores[i][1], i))
         best = ctx.broadcast(best)  # taken once, on rank 0; all ranks project the same op
         op = candidates[best]
         self.attach(strategy).project_op(cell_type, edge, op)
@@ -324,6 +382,7 @@ class PerturbationSelection(Selector):
             "acc": [s[0] for s in scores],
             "loss": [s[1] for s in scores],
             "chosen": space_edge.ops[op],
+            "within_budget": [space_edge.ops[candidates[i]] for i in feasible],
         }
 
     def project_topology(
@@ -351,12 +410,18 @@ class PerturbationSelection(Selector):
                 w[cell_type][e] = 0.0
                 variants.append(w)
             scores = self._eval(ctx, strategy, cell_type, variants)
+            ok = [
+                self.budget_model is None or self._removal_feasible(strategy, cell_type, e)
+                for e in eids
+            ]
+            feasible = [i for i in range(len(eids)) if ok[i]]
             # remove the edge whose removal leaves the best supernet (ties: the later edge,
-            # as the reference's `not compare(...)`)
+            # as the reference's `not compare(...)`); with a budget, among the removals that
+            # leave room for it
             if self.criterion == "acc":
-                i = max(range(len(eids)), key=lambda i: (scores[i][0], i))
+                i = max(feasible, key=lambda i: (scores[i][0], i))
             else:
-                i = max(range(len(eids)), key=lambda i: (-scores[i][1], i))
+                i = max(feasible, key=lambda i: (-scores[i][1], i))
             i = ctx.broadcast(i)
             rounds.append(
                 {
@@ -376,6 +441,11 @@ class PerturbationSelection(Selector):
             "rounds": rounds,
         }
 
+    def _removal_feasible(self, strategy: SearchStrategy, cell_type: str, edge: int) -> bool:
+        allowed = self._allowed(strategy)
+        allowed[cell_type][edge] = False
+        return self._feasible(allowed)
+
     # ---------------------------------------------------------------------- the loop
 
     def select(
@@ -391,6 +461,20 @@ class PerturbationSelection(Selector):
             )
         ctx = context
         self.attach(strategy)
+        if self.budget_model is not None:
+            if strategy.supernet.space.name != self.budget_model.space:
+                raise ValueError(
+                    f"selection.table is a table of the {self.budget_model.space} space; the "
+                    f"supernet is of {strategy.supernet.space.name}"
+                )
+            if not self._feasible(self._allowed(strategy)):
+                from nas.hardware.cost import UNITS
+
+                raise ValueError(
+                    f"selection.budget {self.budget:g} {UNITS[self.budget_model.metric]} is "
+                    "below the cheapest network the supernet can still become; expected a "
+                    "larger budget"
+                )
         plan = self.projection_plan(strategy)
         # proj_intv 0: one pass that projects everything and tunes nothing
         total = max(self.tune_epochs(strategy), 1)
@@ -437,6 +521,13 @@ class PerturbationSelection(Selector):
         with torch.no_grad():
             weights = strategy.derivation_weights()
         masks = {ct: strategy.supernet.op_mask(ct) for ct in weights}
+        if self.budget_model is not None:
+            from nas.hardware.cost import budget_argmax_genotype
+
+            # the projected network, read within the budget: the decisions kept room for it
+            assert self.budget is not None
+            allowed = self._allowed(strategy)
+            return budget_argmax_genotype(self.budget_model, weights, allowed, self.budget)
         return argmax_genotype(strategy.supernet.space, weights, masks)
 
     # -------------------------------------------------------------------- checkpoints

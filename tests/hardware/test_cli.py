@@ -47,12 +47,27 @@ def test_profile_show_and_check(table_path):
         (["--space", "nb201"], "-o/--output is required"),
         (["--show", "missing.json"], "no latency table"),
         (["--space", "nb201", "--dtype", "float16", "-o", "x.json"], "float16 is for CUDA"),
+        (["--from", "x.json", "-o", "x.json"], "--from TABLE calibrates a table"),
+        (["--space", "nb201", "--calibrate", "1", "-o", "x.json"], "at least 2 networks"),
     ],
 )
 def test_profile_bad_input_is_one_line(tmp_path, args, message):
     proc = _run("nas.cli.profile", *[a if a != "x.json" else str(tmp_path / a) for a in args])
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_profile_calibrates_an_existing_table(tmp_path, table_path):
+    out = tmp_path / "calibrated.json"
+    proc = _run(
+        "nas.cli.profile", "--from", str(table_path), "--calibrate", "3", "--net-warmup", "0",
+        "--net-repeats", "1", "-q", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cal = load_table(out).calibration
+    assert cal is not None and cal["n"] == 3 and cal["a"] > 0
+    shown = _run("nas.cli.profile", "--show", str(out))
+    assert shown.returncode == 0 and "calibration: whole network ~" in shown.stdout
 
 
 TINY = ["space=nb201", "space.C=4", "space.layers=1", "batch_size=16", "data.max_items=64"]

@@ -42,3 +42,33 @@ def test_nb201_costs_and_ranks():
     assert cost[best.index] <= budget and acc[best.index] == acc[cost <= budget].max()
     assert rank_within(best.index, cost, acc, budget) == 1
     assert best.feasible == int((cost <= budget).sum())
+
+
+def test_nas_plot_draws_a_sweep_over_the_front(tmp_path):
+    """``nas-plot SWEEP --pareto TABLE``: every NB201 run under the folder, placed by its
+    target (the budget of its config) over the exact front."""
+    import json
+
+    from nas.cli.plot import main as nas_plot
+    from nas.hardware.parts import network_layout
+    from nas.hardware.profiler import profile
+
+    table = profile(
+        network_layout("nb201", C=4, layers=1, image_size=16, num_classes=10), timed=False
+    )
+    for entry in table.entries.values():  # latency-like values, deterministic
+        entry["latency_ms"] = entry["flops"] / 1e5 + 0.05
+    table.protocol["timed"] = True
+    path = table.save(tmp_path / "table.json")
+    sweep = tmp_path / "sweep"
+    arch = "|nor_conv_3x3~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_1x1~1|skip_connect~2|"
+    for k, budget in enumerate((None, 2.0)):
+        run = sweep / str(k)
+        run.mkdir(parents=True)
+        (run / "genotype.json").write_text(json.dumps({"space": "nb201", "arch": arch}))
+        selection = "selection: {}\n" if budget is None else f"selection:\n  budget: {budget}\n"
+        (run / "config.yaml").write_text(selection)
+    out = tmp_path / "front.png"
+    assert nas_plot([str(sweep), "--pareto", str(path), "-o", str(out)]) == 0
+    assert out.is_file() and out.stat().st_size > 10_000
+    assert nas_plot([str(tmp_path / "nope"), "--pareto", str(path)]) == 2
