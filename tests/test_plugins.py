@@ -107,8 +107,13 @@ def test_an_unknown_plugin_name_lists_those_of_every_folder(plugin_dirs, tmp_pat
     code, configs = plugin_dirs
     proc = _nas_search(code, configs, tmp_path / "run", "search=nope")
     assert proc.returncode == 2
+    # the toolkit's own strategies (one YAML each in configs/search) and the user's two
+    names = sorted(
+        {p.stem for p in (config_dir() / "search").glob("*.yaml")} | {"broken", "scheduled"}
+    )
+    assert {"darts", "drnas"} <= set(names)
     assert proc.stderr.strip().splitlines() == [
-        "nas-search: error: unknown search 'nope'; expected one of broken, darts, drnas, scheduled"
+        f"nas-search: error: unknown search 'nope'; expected one of {', '.join(names)}"
     ]
     assert not (tmp_path / "run").exists()
 

@@ -137,6 +137,24 @@ def test_partial_channel_edge_equals_the_plain_formula(stride, k, with_acc, nhwc
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_partial_channel_edge_whose_only_active_op_is_none(stride):
+    """A sampled `none` (GDAS, ReinMax with PC-DARTS): no op runs, the op slot is zero, the
+    bypass still flows, and the weights get a zero gradient instead of an error."""
+    torch.manual_seed(0)
+    op = MixedOp(8, stride, ("none", "skip_connect", "sep_conv_3x3"), partial_channels=2)
+    x = torch.randn(2, 8, 4, 4, requires_grad=True)
+    w = torch.tensor([1.0, 0.0, 0.0], requires_grad=True)
+    out = op(x, w, [True, False, False])
+    bypass = x[:, 4:] if stride == 1 else torch.nn.functional.max_pool2d(x[:, 4:], 2, 2)
+    expected = channel_shuffle(torch.cat([torch.zeros_like(bypass), bypass], dim=1), 2)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    assert torch.equal(w.grad, torch.zeros(3))
+    assert torch.equal(x.grad[:, :4], torch.zeros_like(x.grad[:, :4]))
+    assert x.grad[:, 4:].abs().sum() > 0
+
+
 def test_channel_shuffle_interleaves_groups():
     x = torch.arange(6.0).view(1, 6, 1, 1)
     assert channel_shuffle(x, 2).flatten().tolist() == [0, 3, 1, 4, 2, 5]
