@@ -73,7 +73,12 @@ def _node_sum(terms: list[tuple[Tensor, Tensor | None]]) -> Tensor:
 
 
 class Cell(nn.Module):
-    """One discrete cell: two ops per intermediate node, output = concat of chosen nodes."""
+    """One discrete cell: two ops per intermediate node, output = concat of chosen nodes.
+
+    A sparse genotype's cell (FairDARTS ``model.py:60-113``, ``DCOCell``) has 0-2 ops per node:
+    a node is the sum of its ops, drop-path applies to that sum (every node, identities
+    included, as there), and the output concatenates the nodes that have inputs.
+    """
 
     def __init__(
         self,
@@ -93,10 +98,17 @@ class Cell(nn.Module):
         cell_type = "reduce" if reduction else "normal"
         pairs = genotype.cell(cell_type)
         self.reduction = reduction
+        self.sparse = genotype.sparse
         self._steps = len(pairs) // 2
-        self._concat = list(genotype.concat(cell_type))
+        self._concat = list(genotype.output_nodes(cell_type))
         self.multiplier = len(self._concat)
         self._indices = [index for _, index in pairs]
+        # sparse cells: (node, positions of its ops in _ops), nodes in order
+        self._node_ops: list[tuple[int, list[int]]] = []
+        for j, node in enumerate(genotype.nodes(cell_type)):
+            if not self._node_ops or self._node_ops[-1][0] != node:
+                self._node_ops.append((node, []))
+            self._node_ops[-1][1].append(j)
         # Stride 2 on the edges that leave the two input nodes of a reduction cell.
         self._ops = nn.ModuleList(
             build_op(name, C, C, 2 if reduction and index < 2 else 1, affine=True)
@@ -120,6 +132,8 @@ class Cell(nn.Module):
         states = [self.preprocess0.after_relu(r0), self.preprocess1.after_relu(r1)]
         relued: dict[int, Tensor] = {}
         dropping = self.training and drop_prob > 0.0
+        if self.sparse:
+            return self._sparse_nodes(states, relued, drop_prob if dropping else 0.0, relu_output)
         for i in range(self._steps):
             terms: list[tuple[Tensor, Tensor | None]] = []
             for j in (2 * i, 2 * i + 1):
@@ -134,6 +148,28 @@ class Cell(nn.Module):
                 terms.append((h, drop_path_scale(h, drop_prob) if drop else None))
             states.append(_node_sum(terms))
         nodes = [states[i] for i in self._concat]
+        return concat_relu(nodes) if relu_output else concat_channels(nodes)
+
+    def _sparse_nodes(
+        self, states: list[Tensor], relued: dict[int, Tensor], drop_prob: float, relu_output: bool
+    ) -> Tensor:
+        """The nodes of a sparse cell (``DCOCell.forward``): each the sum of its ops, then
+        drop-path on the sum."""
+        by_node: dict[int, Tensor] = {0: states[0], 1: states[1]}
+        for node, positions in self._node_ops:
+            out: Tensor | None = None
+            for j in positions:
+                op, index = self._ops[j], self._indices[j]
+                if isinstance(op, RELU_FIRST):
+                    if index not in relued:
+                        relued[index] = F.relu(by_node[index])
+                    h = op.after_relu(relued[index])
+                else:
+                    h = op(by_node[index])
+                out = h if out is None else out + h
+            assert out is not None
+            by_node[node] = drop_path(out, drop_prob) if drop_prob > 0.0 else out
+        nodes = [by_node[i] for i in self._concat]
         return concat_relu(nodes) if relu_output else concat_channels(nodes)
 
 

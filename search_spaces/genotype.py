@@ -7,6 +7,9 @@ First stage of the pipeline (``search_spaces``), and the contract between ``nas.
   intermediate node and the nodes concatenated at the output. Its text form is exactly what
   the reference code prints (``Genotype(normal=[('sep_conv_3x3', 0), ...],
   normal_concat=range(2, 6), ...)``); ``Genotype`` is an alias so ported code reads the same.
+  A *sparse* DARTS genotype (FairDARTS, Chu et al., ECCV 2020, ``threshold_sparse``) names the
+  node each pair feeds, so a node keeps 0-2 inputs; its text is the FairDARTS reference's triples
+  ``Genotype(normal=[('sep_conv_3x3', 2, 0), ...], ...)`` (op, node, input).
 * ``NB201Genotype`` (Dong & Yang, ICLR 2020): every node ``j`` keeps one op on each edge from
   ``i < j``; its text form is the benchmark's arch string ``|op~0|+|op~0|op~1|+|...|``.
 
@@ -41,6 +44,13 @@ def _freeze_pairs(pairs: Iterable[Any], where: str) -> tuple[OpInput, ...]:
     return tuple(out)
 
 
+def _freeze_nodes(nodes: Iterable[Any], cell: str) -> tuple[int, ...]:
+    values = tuple(nodes)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{cell}_nodes: expected node indices, got {values!r}")
+    return values
+
+
 def _freeze_concat(concat: Iterable[Any], where: str) -> tuple[int, ...]:
     values = tuple(concat)
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
@@ -61,6 +71,10 @@ class DartsGenotype:
     reduce: tuple[OpInput, ...]
     reduce_concat: tuple[int, ...]
     concat_as_range: bool = field(default=False, compare=False)
+    # sparse cells (FairDARTS): the node each pair feeds, non-decreasing, at most two pairs a
+    # node; None for the dense cells of DARTS (two pairs per node, node 2 + k // 2 for pair k)
+    normal_nodes: tuple[int, ...] | None = None
+    reduce_nodes: tuple[int, ...] | None = None
 
     family: ClassVar[str] = "darts"
     space_name: ClassVar[str] = "darts"  # the family's reference space (a run naming none)
@@ -100,11 +114,24 @@ class DartsGenotype:
             object.__setattr__(self, cell, _freeze_pairs(getattr(self, cell), f"{cell} cell"))
             concat = getattr(self, f"{cell}_concat")
             object.__setattr__(self, f"{cell}_concat", _freeze_concat(concat, f"{cell}_concat"))
-            if len(getattr(self, cell)) % 2:
+            nodes = getattr(self, f"{cell}_nodes")
+            if nodes is not None:
+                object.__setattr__(self, f"{cell}_nodes", _freeze_nodes(nodes, cell))
+                if len(getattr(self, f"{cell}_nodes")) != len(getattr(self, cell)):
+                    raise ValueError(
+                        f"{cell} cell: {len(getattr(self, cell))} (op, input) pairs but "
+                        f"{len(nodes)} destination nodes; expected one node per pair"
+                    )
+            elif len(getattr(self, cell)) % 2:
                 raise ValueError(
                     f"{cell} cell: expected two (op, input) pairs per node, got an odd number "
                     f"({len(getattr(self, cell))})"
                 )
+        if (self.normal_nodes is None) != (self.reduce_nodes is None):
+            raise ValueError(
+                "a sparse genotype names the nodes of both cells (normal_nodes and "
+                "reduce_nodes), or of neither"
+            )
         self.validate()
 
     def cell(self, cell_type: str) -> tuple[OpInput, ...]:
@@ -116,28 +143,51 @@ class DartsGenotype:
         self.cell(cell_type)
         return self.normal_concat if cell_type == "normal" else self.reduce_concat
 
+    @property
+    def sparse(self) -> bool:
+        """Whether the cells name each pair's node (FairDARTS: nodes keep 0-2 inputs)."""
+        return self.normal_nodes is not None
+
+    def nodes(self, cell_type: str) -> tuple[int, ...]:
+        """The node each pair of ``cell(cell_type)`` feeds."""
+        given = self.normal_nodes if cell_type == "normal" else self.reduce_nodes
+        if given is not None:
+            return given
+        return tuple(2 + k // 2 for k in range(len(self.cell(cell_type))))
+
+    def steps(self, cell_type: str) -> int:
+        """The number of intermediate nodes of the cell (a sparse cell's may have no input)."""
+        if not self.sparse:
+            return len(self.cell(cell_type)) // 2
+        return max([*self.concat(cell_type), *self.nodes(cell_type), 1]) - 1
+
     def edges(self, cell_type: str) -> list[tuple[str, int, int]]:
         """The kept edges ``(op, src, dst)`` of a cell, node indices as in the space's edges
-        (two per intermediate node, node ``2 + k // 2`` for pair ``k``)."""
-        return [(op, idx, 2 + k // 2) for k, (op, idx) in enumerate(self.cell(cell_type))]
+        (dense cells: two per intermediate node, node ``2 + k // 2`` for pair ``k``)."""
+        return [
+            (op, idx, node) for (op, idx), node in zip(self.cell(cell_type), self.nodes(cell_type))
+        ]
 
     def output_nodes(self, cell_type: str) -> tuple[int, ...]:
-        """The nodes the cell's output concatenates."""
-        return self.concat(cell_type)
+        """The nodes the cell's output concatenates. A sparse cell concatenates the nodes that
+        have inputs, whatever its concat says, as FairDARTS's ``DCOCell`` (``model.py:60-113``:
+        its multiplier is the number of such nodes); an isolated node is left out."""
+        if not self.sparse:
+            return self.concat(cell_type)
+        return tuple(sorted(set(self.nodes(cell_type))))
 
     def drawing(
         self, cell_type: str
     ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
         """``(nodes, edges)`` of the cell as drawn: nodes ``(label, kind)`` with kind input /
         node / output, edges ``(src label, dst label, op)``; ``op`` None: the output concat."""
-        pairs = self.cell(cell_type)
-        steps = len(pairs) // 2
+        steps = self.steps(cell_type)
         names = ["c_{k-2}", "c_{k-1}", *(str(i) for i in range(steps)), "c_{k}"]
         kinds = ["input", "input", *(["node"] * steps), "output"]
         edges: list[tuple[str, str, str | None]] = [
-            (names[idx], names[2 + i // 2], op) for i, (op, idx) in enumerate(pairs)
+            (names[src], names[dst], op) for op, src, dst in self.edges(cell_type)
         ]
-        edges += [(names[c], names[-1], None) for c in self.concat(cell_type)]
+        edges += [(names[c], names[-1], None) for c in self.output_nodes(cell_type)]
         return list(zip(names, kinds)), edges
 
     def validate(self, space: Space | None = None) -> None:
@@ -149,16 +199,17 @@ class DartsGenotype:
             )
         for cell_type in ("normal", "reduce"):
             pairs = self.cell(cell_type)
-            steps = len(pairs) // 2
+            steps = self.steps(cell_type)
             cell_space = space.cells[cell_type] if space is not None else None
-            if cell_space is not None and steps != len(cell_space.intermediate_nodes):
+            if self.sparse:
+                self._validate_sparse(cell_type, cell_space, space)
+            elif cell_space is not None and steps != len(cell_space.intermediate_nodes):
                 raise ValueError(
                     f"{cell_type} cell: {len(pairs)} (op, input) pairs give {steps} nodes; "
                     f"space {space.name!r} expects {2 * len(cell_space.intermediate_nodes)} "  # type: ignore[union-attr]
                     f"pairs (2 inputs for each of {len(cell_space.intermediate_nodes)} nodes)"
                 )
-            for i, (op, idx) in enumerate(pairs):
-                node = 2 + i // 2
+            for (op, idx), node in zip(pairs, self.nodes(cell_type)):
                 where = f"{cell_type} cell, node {node}"
                 if op not in OPS:
                     raise ValueError(
@@ -186,11 +237,50 @@ class DartsGenotype:
                     f"in 2..{1 + steps}"
                 )
 
+    def _validate_sparse(self, cell_type: str, cell_space: Any, space: Space | None) -> None:
+        """A sparse cell: nodes in order, at most two pairs a node, each on its own input, and
+        every input a cell input or a node that has inputs itself (FairDARTS's ``DCOCell``
+        skips an edge from an isolated node and fails when a node has nothing else: such
+        genotypes are refused here instead)."""
+        nodes = self.nodes(cell_type)
+        if not nodes:
+            raise ValueError(
+                f"{cell_type} cell: no node has an input, so the cell has no output; expected "
+                "at least one (op, node, input) triple"
+            )
+        if list(nodes) != sorted(nodes):
+            raise ValueError(
+                f"{cell_type} cell: destination nodes {list(nodes)} out of order; expected "
+                "the pairs of node 2 first, then node 3, ..."
+            )
+        if cell_space is not None and self.steps(cell_type) > len(cell_space.intermediate_nodes):
+            raise ValueError(
+                f"{cell_type} cell: node {1 + self.steps(cell_type)} is beyond the "
+                f"{len(cell_space.intermediate_nodes)} intermediate nodes of space "
+                f"{space.name!r}"  # type: ignore[union-attr]
+            )
+        seen: dict[int, list[int]] = {}
+        for (_op, idx), node in zip(self.cell(cell_type), nodes):
+            where = f"{cell_type} cell, node {node}"
+            if node < 2:
+                raise ValueError(f"{where}: not an intermediate node; expected nodes 2 and up")
+            inputs = seen.setdefault(node, [])
+            if idx in inputs:
+                raise ValueError(f"{where}: input {idx} given twice; one op per edge")
+            inputs.append(idx)
+            if len(inputs) > 2:
+                raise ValueError(f"{where}: {len(inputs)} inputs; a sparse node keeps 0-2")
+            if 0 <= idx < node and idx >= 2 and idx not in seen:
+                raise ValueError(
+                    f"{where}: input {idx} is a node without inputs; expected a cell input "
+                    "(0, 1) or a node that has inputs"
+                )
+
     def __str__(self) -> str:
         return format_genotype(self)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "type": "darts",
             "normal": [list(p) for p in self.normal],
             "normal_concat": list(self.normal_concat),
@@ -198,6 +288,10 @@ class DartsGenotype:
             "reduce_concat": list(self.reduce_concat),
             "concat_as_range": self.concat_as_range,
         }
+        if self.sparse:
+            data["normal_nodes"] = list(self.nodes("normal"))
+            data["reduce_nodes"] = list(self.nodes("reduce"))
+        return data
 
 
 Genotype = DartsGenotype  # the reference's name, so ported code reads the same
@@ -359,14 +453,17 @@ def format_genotype(genotype: AnyGenotype) -> str:
     if isinstance(genotype, NB201Genotype):
         return "|" + "|+|".join("|".join(f"{op}~{i}" for op, i in n) for n in genotype.nodes) + "|"
 
-    def pairs(cell: tuple[OpInput, ...]) -> str:
-        return "[" + ", ".join(f"('{op}', {i})" for op, i in cell) + "]"
+    def pairs(cell_type: str) -> str:
+        if genotype.sparse:  # FairDARTS's triples (op, node, input)
+            edges = genotype.edges(cell_type)
+            return "[" + ", ".join(f"('{op}', {dst}, {src})" for op, src, dst in edges) + "]"
+        return "[" + ", ".join(f"('{op}', {i})" for op, i in genotype.cell(cell_type)) + "]"
 
     r = genotype.concat_as_range
     return (
-        f"Genotype(normal={pairs(genotype.normal)}, "
+        f"Genotype(normal={pairs('normal')}, "
         f"normal_concat={_format_concat(genotype.normal_concat, r)}, "
-        f"reduce={pairs(genotype.reduce)}, "
+        f"reduce={pairs('reduce')}, "
         f"reduce_concat={_format_concat(genotype.reduce_concat, r)})"
     )
 
@@ -456,6 +553,19 @@ def parse_darts_genotype(text: str) -> DartsGenotype:
     as_range = isinstance(values["normal_concat"], range) and isinstance(
         values["reduce_concat"], range
     )
+    cells = [values["normal"], values["reduce"]]
+    if all(isinstance(cell, list) for cell in cells) and any(
+        isinstance(t, list) and len(t) == 3 for cell in cells for t in cell
+    ):  # FairDARTS's sparse triples (op, node, input)
+        for name in ("normal", "reduce"):
+            triples = values[name]
+            if not all(isinstance(t, list) and len(t) == 3 for t in triples):
+                raise ValueError(
+                    f"malformed genotype text: {name} mixes (op, input) pairs and (op, node, "
+                    "input) triples; expected one form for both cells"
+                )
+            values[name] = [(t[0], t[2]) for t in triples]
+            values[f"{name}_nodes"] = [t[1] for t in triples]
     return DartsGenotype(concat_as_range=as_range, **values)
 
 
@@ -479,7 +589,10 @@ def genotype_from_json(data: dict[str, Any] | str) -> AnyGenotype:
     if missing:
         raise ValueError(f"malformed genotype JSON: missing field(s) {', '.join(missing)}")
     return DartsGenotype(
-        **{f: data[f] for f in fields}, concat_as_range=bool(data.get("concat_as_range", False))
+        **{f: data[f] for f in fields},
+        concat_as_range=bool(data.get("concat_as_range", False)),
+        normal_nodes=data.get("normal_nodes"),
+        reduce_nodes=data.get("reduce_nodes"),
     )
 
 

@@ -2,7 +2,9 @@
 
 Sources: quark0/darts ``cnn/genotypes.py`` (DARTS_V1, DARTS_V2, Liu et al., ICLR 2019);
 xiangning-chen/DrNAS ``DARTS-space/genotypes.py`` (PC_DARTS_cifar, PC_DARTS_image from Xu et
-al., ICLR 2020; DrNAS_cifar10, DrNAS_imagenet from Chen et al., ICLR 2021). The texts are kept
+al., ICLR 2020; DrNAS_cifar10, DrNAS_imagenet from Chen et al., ICLR 2021); xiaomi-automl/FairDARTS
+``fairdarts/genotypes.py`` (FairDARTS_a, FairDARTS_b, Chu et al., ECCV 2020: sparse cells whose
+nodes keep 0-2 inputs, written as the reference's (op, node, input) triples). The texts are kept
 verbatim and parsed on first use, so the parser is exercised on the real reference output.
 """
 
@@ -66,6 +68,23 @@ PUBLISHED_TEXT: dict[str, str] = {
         "('sep_conv_3x3', 1), ('sep_conv_3x3', 0), ('skip_connect', 2), ('sep_conv_3x3', 0), "
         "('sep_conv_3x3', 2), ('sep_conv_3x3', 3), "
         "('sep_conv_3x3', 1)], reduce_concat=range(2, 6))"
+    ),
+    # 2,837,208 / 3,884,304 parameters at C=36, 20 cells with the auxiliary head, as the
+    # reference's NetworkCIFAR(parse_method='threshold_sparse') (README: 2.83M / 3.88M)
+    "FairDARTS_a": (
+        "Genotype(normal=[('sep_conv_3x3', 2, 0), ('sep_conv_5x5', 2, 1), ('max_pool_3x3', 4, 0), "
+        "('sep_conv_3x3', 5, 0)], normal_concat=range(2, 6), reduce=[('max_pool_3x3', 2, 0), "
+        "('avg_pool_3x3', 2, 1), ('avg_pool_3x3', 3, 0), ('dil_conv_5x5', 3, 1), "
+        "('avg_pool_3x3', 4, 0), ('sep_conv_5x5', 4, 1), ('skip_connect', 5, 0), "
+        "('skip_connect', 5, 1)], reduce_concat=range(2, 6))"
+    ),
+    "FairDARTS_b": (
+        "Genotype(normal=[('sep_conv_3x3', 2, 0), ('sep_conv_3x3', 2, 1), ('sep_conv_3x3', 3, 1), "
+        "('dil_conv_3x3', 4, 0), ('sep_conv_5x5', 4, 1), ('dil_conv_5x5', 5, 1)], "
+        "normal_concat=range(2, 6), reduce=[('skip_connect', 2, 0), ('dil_conv_3x3', 2, 1), "
+        "('skip_connect', 3, 0), ('dil_conv_3x3', 3, 1), ('max_pool_3x3', 4, 0), "
+        "('sep_conv_3x3', 4, 1), ('skip_connect', 5, 2), ('max_pool_3x3', 5, 0)], "
+        "reduce_concat=range(2, 6))"
     ),
 }
 

@@ -4,7 +4,8 @@ quark0/darts ``cnn/model.py`` (Liu et al., ICLR 2019) as it runs: every op appli
 ``FactorizedReduce`` convolves the full ReLU'd map at stride 2 (and a copy shifted by one pixel),
 drop-path divides by the keep probability and then multiplies by the mask (here out of place:
 the reference's in-place ``div_`` / ``mul_`` break autograd on modern PyTorch), a node is the sum
-of its two ops, a cell's output is ``torch.cat`` of its nodes. ``NetworkCIFAR`` /
+of its two ops (FairDARTS's sparse cells: of its 0-2 ops, drop-path on the sum), a cell's output
+is ``torch.cat`` of its nodes. ``NetworkCIFAR`` /
 ``NetworkImageNet.forward`` compute the same function in fewer passes over memory; this module
 is the yardstick: tests hold the fast forward to it (float64) and ``train_step.py`` times it as
 the reference.
@@ -40,6 +41,15 @@ def _run(module: nn.Module, x: Tensor) -> Tensor:
 
 def cell_forward(cell: Cell, s0: Tensor, s1: Tensor, drop_prob: float, mask: MaskFn) -> Tensor:
     states = [_run(cell.preprocess0, s0), _run(cell.preprocess1, s1)]
+    if cell.sparse:  # FairDARTS's DCOCell: a node sums its ops, drop-path acts on the sum
+        by_node = {0: states[0], 1: states[1]}
+        for node, positions in cell._node_ops:
+            out = sum(_run(cell._ops[j], by_node[cell._indices[j]]) for j in positions)
+            assert isinstance(out, Tensor)
+            if cell.training and drop_prob > 0.0:
+                out = out / (1.0 - drop_prob) * mask(out, drop_prob)
+            by_node[node] = out
+        return torch.cat([by_node[i] for i in cell._concat], dim=1)
     for i in range(cell._steps):
         h1, h2 = (_run(cell._ops[j], states[cell._indices[j]]) for j in (2 * i, 2 * i + 1))
         if cell.training and drop_prob > 0.0:

@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,26 +124,37 @@ def command(method: str, seed: int, epochs: int, out: Path) -> list[str]:
     ]
 
 
-def run_all(methods: list[str], seeds: list[int], epochs: int, out: Path, threads: int) -> None:
+def _run_one(method: str, seed: int, epochs: int, out: Path, env: dict[str, str]) -> str:
+    """One nas-search run of the study; its wall time goes to ``study_seconds.txt``."""
+    folder = run_dir(out, method, seed)
+    if (folder / "genotype.json").is_file():
+        return f"[{method} seed {seed}] done already: {folder}"
+    cmd = command(method, seed, epochs, out)
+    print(f"[{method} seed {seed}] {' '.join(cmd[1:])}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{method} seed {seed} failed:\n{proc.stderr[-3000:]}")
+    (folder / "study_seconds.txt").write_text(f"{seconds:.1f}\n")
+    return f"[{method} seed {seed}] {seconds:.0f} s: {proc.stdout.splitlines()[-1]}"
+
+
+def run_all(
+    methods: list[str], seeds: list[int], epochs: int, out: Path, threads: int, jobs: int = 1
+) -> None:
+    """Every (method, seed) run, ``jobs`` at a time (each its own process of ``threads``)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
-    for method in methods:
-        for seed in seeds:
-            folder = run_dir(out, method, seed)
-            if (folder / "genotype.json").is_file():
-                print(f"[{method} seed {seed}] done already: {folder}", flush=True)
-                continue
-            cmd = command(method, seed, epochs, out)
-            print(f"[{method} seed {seed}] {' '.join(cmd[1:])}", flush=True)
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-            seconds = time.perf_counter() - t0
-            if proc.returncode != 0:
-                raise SystemExit(f"{method} seed {seed} failed:\n{proc.stderr[-3000:]}")
-            (folder / "study_seconds.txt").write_text(f"{seconds:.1f}\n")
-            print(
-                f"[{method} seed {seed}] {seconds:.0f} s: {proc.stdout.splitlines()[-1]}",
-                flush=True,
-            )
+    runs = [(method, seed) for method in methods for seed in seeds]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(_run_one, m, s, epochs, out, env) for m, s in runs]
+        for future in as_completed(futures):
+            try:
+                print(future.result(), flush=True)
+            except RuntimeError as error:
+                for other in futures:
+                    other.cancel()
+                raise SystemExit(str(error)) from None
 
 
 def table(methods: list[str], seeds: list[int], out: Path) -> str:
@@ -224,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run")
     parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at a time (2 on 2 cores with --threads 1)"
+    )
+    parser.add_argument(
         "--results", type=Path, default=HERE / "results.md", help="where the table is written"
     )
     parser.add_argument("--table-only", action="store_true")
@@ -240,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.table_only:
         t0 = time.perf_counter()
-        run_all(args.methods, args.seeds, args.epochs, args.out, args.threads)
+        run_all(args.methods, args.seeds, args.epochs, args.out, args.threads, args.jobs)
         print(f"all runs: {time.perf_counter() - t0:.0f} s", flush=True)
     text = table(args.methods, args.seeds, args.out)
     print(text)

@@ -106,6 +106,12 @@ class CostModel:
         space = get_space(self.space)
         if getattr(genotype, "family", None) != space.family:
             raise ValueError(f"genotype {genotype} does not belong to the {self.space} table")
+        if getattr(genotype, "sparse", False):
+            raise ValueError(
+                "a latency table lays out the DARTS network with every node in each cell's "
+                "output; a sparse (FairDARTS threshold) genotype changes those channel counts, "
+                "so it has no table cost: measure its network instead"
+            )
         total = self.fixed
         for ct, per_op in self.per_op.items():
             cell = space.cells[ct]

@@ -6,6 +6,7 @@ from nas.selection.budget import BudgetArgmax
 from nas.selection.gdas_topk import GDASTopK
 from nas.selection.perturbation import PerturbationSelection, evaluate_variants
 from nas.selection.rsws import RandomWeightSharingSelection
+from nas.selection.threshold import Threshold
 from nas.selection.zero_cost import ZeroCostSelection
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "PerturbationSelection",
     "RandomWeightSharingSelection",
     "Selector",
+    "Threshold",
     "argmax_genotype",
     "evaluate_variants",
     "ZeroCostSelection",

@@ -39,6 +39,7 @@ def test_every_published_line_parses_and_formats_back_exactly(shared_data):
 def test_published_names_and_reference_fields():
     assert published_names() == [
         "DARTS_V1", "DARTS_V2", "PC_DARTS_cifar", "PC_DARTS_image", "DrNAS_cifar10", "DrNAS_imagenet",
+        "FairDARTS_a", "FairDARTS_b",
     ]  # fmt: skip
     g = published_genotype("DARTS_V2")
     assert g.normal[0] == ("sep_conv_3x3", 0) and g.normal_concat == (2, 3, 4, 5)

@@ -38,6 +38,8 @@ LAYERS = {"darts": 3, "nb201": 1}
 FAST = {
     "pt": ["selection.proj_intv=0", "selection.num_val_batches=1"],
     "rsws": ["selection.archs=4", "selection.batches_per_arch=1", "selection.top_k=2"],
+    # FairDARTS's 0.85 is for its sigmoids; a one-epoch softmax of any strategy reaches 0.1
+    "threshold": ["selection.threshold=0.1"],
     "zc": [
         "selection.pool_size=1", "selection.batch_size=8", "selection.validate_rounds=1",
         "selection.post_C=4", "selection.post_layers=3",

@@ -16,9 +16,9 @@ It replaces a logit strategy's softmax (DARTS); a strategy whose weights are not
 logits (DrNAS's Dirichlet samples) is refused, as are components that need weights on the
 simplex (SDARTS's projection, the hardware cost's expectation). The reference's genotype
 (``threshold_sparse``: per node the top-2 inputs, each kept only if its weight >= 0.85, so a
-node keeps 0-2 inputs) needs a genotype type whose nodes may have fewer than two inputs, which
-``search_spaces.genotype.DartsGenotype`` and the discrete DARTS network do not allow; selectors
-derive with their own rule (argmax: top-2 inputs, best op each, on the sigmoid weights).
+node keeps 0-2 inputs) is the selector ``threshold`` (``nas.selection.threshold``), a sparse
+``DartsGenotype`` that ``NetworkCIFAR`` runs as the reference's ``DCOCell``; the other
+selectors derive with their own rule (argmax: top-2 inputs, best op each, on the sigmoids).
 """
 
 from __future__ import annotations
