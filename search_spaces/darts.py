@@ -18,6 +18,8 @@ DARTS_V2 at C=36, 20 layers, 10 classes has 3,349,342 parameters without the aux
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -137,18 +139,25 @@ class Cell(nn.Module):
         for i in range(self._steps):
             terms: list[tuple[Tensor, Tensor | None]] = []
             for j in (2 * i, 2 * i + 1):
-                op, index = self._ops[j], self._indices[j]
-                if isinstance(op, RELU_FIRST):
-                    if index not in relued:
-                        relued[index] = F.relu(states[index])
-                    h = op.after_relu(relued[index])
-                else:
-                    h = op(states[index])
+                op = self._ops[j]
+                h = self._run_op(j, states, relued)
                 drop = dropping and not isinstance(op, Identity)
                 terms.append((h, drop_path_scale(h, drop_prob) if drop else None))
             states.append(_node_sum(terms))
         nodes = [states[i] for i in self._concat]
         return concat_relu(nodes) if relu_output else concat_channels(nodes)
+
+    def _run_op(self, j: int, states: Mapping[int, Tensor] | list[Tensor], relued: dict) -> Tensor:
+        """Op ``j`` on its input state; an op that starts with a ReLU reads the state's ReLU,
+        computed once per state (``relued``) for all such ops."""
+        op, index = self._ops[j], self._indices[j]
+        if isinstance(op, RELU_FIRST):
+            if index not in relued:
+                relued[index] = F.relu(states[index])
+            out: Tensor = op.after_relu(relued[index])
+            return out
+        result: Tensor = op(states[index])
+        return result
 
     def _sparse_nodes(
         self, states: list[Tensor], relued: dict[int, Tensor], drop_prob: float, relu_output: bool
@@ -159,13 +168,7 @@ class Cell(nn.Module):
         for node, positions in self._node_ops:
             out: Tensor | None = None
             for j in positions:
-                op, index = self._ops[j], self._indices[j]
-                if isinstance(op, RELU_FIRST):
-                    if index not in relued:
-                        relued[index] = F.relu(by_node[index])
-                    h = op.after_relu(relued[index])
-                else:
-                    h = op(by_node[index])
+                h = self._run_op(j, by_node, relued)
                 out = h if out is None else out + h
             assert out is not None
             by_node[node] = drop_path(out, drop_prob) if drop_prob > 0.0 else out
