@@ -40,6 +40,7 @@ from torch.nn import functional as F
 
 from nas.registry import Registry
 from nas.supernet import Supernet
+from nas.supernet.mixed_op import MixedOp
 from nas.supernet.network import DartsSupernet, NB201Supernet
 from search_spaces.darts import Cell, NetworkCIFAR, NetworkImageNet
 from search_spaces.nb201 import TinyNetwork
@@ -114,7 +115,8 @@ def _reference_factorized_reduce(self: FactorizedReduce, x: Tensor) -> Tensor:
 @contextmanager
 def module_calls(module: nn.Module) -> Iterator[None]:
     """Every ``FactorizedReduce`` in ``module`` runs the reference's module-by-module forward
-    (same arithmetic as its fast path; hooks on its ReLU and convs fire as in the reference)."""
+    (same arithmetic as its fast path; hooks on its ReLU and convs fire as in the reference),
+    and every supernet edge lets each op apply its own ReLU module (``MixedOp.share_relu``)."""
     # reentrant: a nested call (naswot measuring one op inside a scored network) leaves the
     # modules an outer call patched to that call
     patched = [
@@ -122,13 +124,19 @@ def module_calls(module: nn.Module) -> Iterator[None]:
         for m in module.modules()
         if isinstance(m, FactorizedReduce) and "forward" not in m.__dict__
     ]
+    # supernet edges: each op applies its own ReLU module (not one ReLU per state)
+    sharing = [m for m in module.modules() if isinstance(m, MixedOp) and m.share_relu]
     for m in patched:
         m.forward = types.MethodType(_reference_factorized_reduce, m)  # type: ignore[method-assign]
+    for mixed in sharing:
+        mixed.share_relu = False
     try:
         yield
     finally:
         for m in patched:
             del m.forward
+        for mixed in sharing:
+            mixed.share_relu = True
 
 
 def _cell_forward(cell: Cell, s0: Tensor, s1: Tensor) -> Tensor:

@@ -15,6 +15,14 @@ same arithmetic, so the same bits.
 Auxiliary op (DARTS-, Chu et al., ICLR 2021, H4): ``aux`` (None unless a search component sets
 it) is added to the edge's output as ``aux_scale * aux(x)``, outside the mixing weights.
 
+Shared ReLU: the ops that start with a ReLU of their input (NB201's ``nor_conv``, DARTS's
+``sep_conv`` / ``dil_conv``, the stride-2 ``FactorizedReduce``) take ``relu_x``, the ReLU of the
+edge's input state computed once by the cell for every edge and op that reads the state, and run
+the layers after their ReLU (``after_relu``): the same values as each op's own ReLU (the
+reference runs one per op: 12 of the same 3 tensors per NB201 cell, 56 of 5 per DARTS cell), one
+ReLU backward per state, and one saved copy. ``share_relu = False`` (set by the proxies, whose
+hooks watch the ReLU modules) runs every op's own ReLU instead.
+
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
 run at all (the reference multiplies ``none``'s zeros and every other output by its weight).
 The weighted sum is one autograd node per edge (``weighted_sum``): the forward accumulates in
@@ -31,6 +39,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from search_spaces.darts import RELU_FIRST  # ops where ``op.after_relu(relu(x)) == op(x)``
 from search_spaces.ops import build_op
 
 
@@ -262,11 +271,32 @@ class MixedOp(nn.Module):
         # GDAS's NB201 forward (set through Supernet.set_unselected_scalars): see
         # add_unselected_scalars below
         self.unselected_scalars = False
+        # the ReLU of the input is taken once per state by the cell (off: each op its own)
+        self.share_relu = True
+
+    def wants_relu(self, active_O: list[bool]) -> bool:
+        """Whether an op this forward runs starts with a ReLU of the input that the cell can
+        share (``relu_x`` of ``forward``); full-width edges only."""
+        return (
+            self.share_relu
+            and self.k == 1
+            and any(
+                active_O[k] and self._runnable[k] and isinstance(op, RELU_FIRST)
+                for k, op in enumerate(self.ops)
+            )
+        )
 
     def forward(
-        self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None = None
+        self,
+        x: Tensor,
+        weights_O: Tensor,
+        active_O: list[bool],
+        acc: Tensor | None = None,
+        relu_x: Tensor | None = None,
     ) -> Tensor | None:
-        out = self._mixed(x, weights_O, active_O, acc)
+        """``acc + sum_k weights_O[k] * op_k(x)`` over the active ops; ``relu_x``, if given,
+        is ``relu(x)`` for the ops that start with one (``wants_relu``)."""
+        out = self._mixed(x, weights_O, active_O, acc, relu_x)
         if self.unselected_scalars and weights_O.requires_grad:
             out = self.add_unselected_scalars(x, weights_O, active_O, out)
         return out
@@ -292,7 +322,12 @@ class MixedOp(nn.Module):
     # ---- hard mixing weights, end
 
     def _mixed(
-        self, x: Tensor, weights_O: Tensor, active_O: list[bool], acc: Tensor | None
+        self,
+        x: Tensor,
+        weights_O: Tensor,
+        active_O: list[bool],
+        acc: Tensor | None,
+        relu_x: Tensor | None = None,
     ) -> Tensor | None:
         ops = [k for k in range(len(self.ops)) if active_O[k] and self._runnable[k]]
         if self.aux is not None and self.aux_scale != 0:
@@ -301,7 +336,13 @@ class MixedOp(nn.Module):
         if self.k == 1:
             if not ops:
                 return acc
-            return weighted_sum(acc, weights_O, ops, [self.ops[k](x) for k in ops])
+            ys = [
+                op.after_relu(relu_x)
+                if relu_x is not None and isinstance(op, RELU_FIRST)
+                else op(x)
+                for op in (self.ops[k] for k in ops)
+            ]
+            return weighted_sum(acc, weights_O, ops, ys)
         # PC-DARTS: the ops see the first C/K channels, the rest bypass them; the weighted sum,
         # the bypass, the shuffle and the node's running sum are written in one pass
         x_op, x_bypass = _SplitChannels.apply(x, self.C // self.k)

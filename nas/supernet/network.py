@@ -157,6 +157,24 @@ class Supernet(nn.Module):
         raise NotImplementedError
 
 
+class SharedReLU:
+    """The ReLU of each state of one cell forward, taken on first use (``MixedOp``'s
+    ``relu_x``): once per state instead of once per op that starts with one."""
+
+    def __init__(self, states: list[Tensor]) -> None:
+        self.states = states
+        self.relued: dict[int, Tensor] = {}
+
+    def of(self, op: nn.Module, src: int, active_O: list[bool]) -> Tensor | None:
+        """``relu(states[src])`` if ``op`` runs an op that starts with a ReLU, else None."""
+        if not (isinstance(op, MixedOp) and op.wants_relu(active_O)):
+            return None
+        r = self.relued.get(src)
+        if r is None:
+            r = self.relued[src] = torch.relu(self.states[src])
+        return r
+
+
 def _add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tensor | None:
     """``node + scale * out`` (either may be None: nothing there yet / an edge with no op)."""
     if out is None:
@@ -209,15 +227,18 @@ class DartsSearchCell(nn.Module):
         edge_weights_E: Tensor | None = None,
     ) -> Tensor:
         states = [self.preprocess0(s0), self.preprocess1(s1)]
+        relu = SharedReLU(states)
         w_E = weights_EO.unbind(0)
         for edges in self.edges_into:
             node: Tensor | None = None
             for e in edges:
+                src, op = self.edge_src[e], self.ops[e]
+                r = relu.of(op, src, active[e])
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = self.ops[e](states[self.edge_src[e]], w_E[e], active[e], None)
+                    out = op(states[src], w_E[e], active[e], None, r)
                     node = _add_scaled(node, out, edge_weights_E[e])
                     continue
-                node = self.ops[e](states[self.edge_src[e]], w_E[e], active[e], node)
+                node = op(states[src], w_E[e], active[e], node, r)
             if node is None:  # every op into this node is off: the node is zero
                 ref = states[1] if not self.reduction else states[1][:, :, ::2, ::2]
                 node = torch.zeros_like(ref)
@@ -361,15 +382,18 @@ class NB201SearchCell(nn.Module):
         edge_weights_E: Tensor | None = None,
     ) -> Tensor:
         nodes = [x]
+        relu = SharedReLU(nodes)
         w_E = weights_EO.unbind(0)
         for edges in self.edges_into:
             node: Tensor | None = None
             for e in edges:
+                src, op = self.edge_src[e], self.ops[e]
+                r = relu.of(op, src, active[e])
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = self.ops[e](nodes[self.edge_src[e]], w_E[e], active[e], None)
+                    out = op(nodes[src], w_E[e], active[e], None, r)
                     node = _add_scaled(node, out, edge_weights_E[e])
                     continue
-                node = self.ops[e](nodes[self.edge_src[e]], w_E[e], active[e], node)
+                node = op(nodes[src], w_E[e], active[e], node, r)
             nodes.append(torch.zeros_like(x) if node is None else node)
         return nodes[-1]
 

@@ -77,9 +77,12 @@ def test_only_the_sampled_op_of_each_edge_runs():
     calls: dict[tuple[int, int], int] = {}
     for m_i, mixed in enumerate(net.mixed_ops()):
         for k, op in enumerate(mixed.ops):
-            op.register_forward_hook(
-                lambda *_, key=(m_i, k): calls.__setitem__(key, calls.get(key, 0) + 1)
-            )
+            # the op's layers, not the op: an op that starts with a ReLU runs its layers after
+            # the cell's shared ReLU (``after_relu``), not its own forward
+            for layer in [m for m in op.modules() if not list(m.children())] or [op]:
+                layer.register_forward_hook(
+                    lambda *_, key=(m_i, k): calls.__setitem__(key, calls.get(key, 0) + 1)
+                )
     strategy.begin_step(7)
     with torch.no_grad():
         w = strategy.arch_weights(sample=True)["cell"]

@@ -61,7 +61,10 @@ def test_nb201_draws_one_op_per_edge_and_runs_only_it():
     calls: Counter = Counter()
     for m_i, mixed in enumerate(net.mixed_ops()):
         for k, op in enumerate(mixed.ops):
-            op.register_forward_hook(lambda *_, key=(m_i, k): calls.update([key]))
+            # the op's layers, not the op: an op that starts with a ReLU runs its layers after
+            # the cell's shared ReLU (``after_relu``), not its own forward
+            for layer in [m for m in op.modules() if not list(m.children())] or [op]:
+                layer.register_forward_hook(lambda *_, key=(m_i, k): calls.update([key]))
     s.begin_step(3)
     with torch.no_grad():
         w = s.arch_weights(sample=True)["cell"]

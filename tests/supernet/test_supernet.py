@@ -229,3 +229,66 @@ def test_nb201_cells_track_batch_norm_running_statistics():
     assert not torch.allclose(eval_out, train_out)  # eval mode reads the running statistics
     off = build_supernet("nb201", C=4, layers=1, num_classes=10, track_running_stats=False)
     assert not any("cells.0.ops." in k and "running" in k for k in off.state_dict())
+
+
+@pytest.mark.parametrize("space", ["nb201", "darts", "s3"])
+def test_one_shared_relu_per_state_equals_a_relu_per_op(space):
+    """The cell's shared ReLU (``MixedOp.share_relu``) gives the forward of a ReLU per op, bit
+    for bit, and the same gradients (to float64 rounding: the ReLU backward adds the ops'
+    gradients before masking instead of after); no op's own ReLU module runs."""
+    torch.manual_seed(0)
+    net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10)
+    net = net.double()
+    x = torch.randn(3, 3, 16, 16, dtype=torch.float64)
+    weights = {
+        ct: torch.softmax(torch.randn(shape, dtype=torch.float64), -1).requires_grad_()
+        for ct, shape in net.arch_shapes().items()
+    }
+    relu_calls = []
+    for mixed in net.mixed_ops():
+        for m in mixed.ops.modules():
+            if isinstance(m, torch.nn.ReLU):
+                m.register_forward_hook(lambda *_: relu_calls.append(1))
+    results = []
+    for share in (True, False):
+        for mixed in net.mixed_ops():
+            mixed.share_relu = share
+        net.zero_grad()
+        for w in weights.values():
+            w.grad = None
+        relu_calls.clear()
+        out = net(x, weights)
+        out.square().sum().backward()
+        grads = [p.grad.clone() for p in net.parameters() if p.grad is not None]
+        results.append(
+            (out.detach(), grads, [w.grad.clone() for w in weights.values()], len(relu_calls))
+        )
+    (out_s, g_s, a_s, relus_s), (out_o, g_o, a_o, relus_o) = results
+    assert torch.equal(out_s, out_o)
+    assert len(g_s) == len(g_o) and all(
+        torch.allclose(a, b, rtol=1e-10, atol=1e-12) for a, b in zip(g_s, g_o)
+    )
+    assert all(torch.allclose(a, b, rtol=1e-10, atol=1e-12) for a, b in zip(a_s, a_o))
+    # sep_conv's second ReLU is inside the op and still runs; the first ones are shared
+    assert relus_o > relus_s
+
+
+def test_proxies_see_each_ops_own_relu_on_a_supernet():
+    """``module_calls`` (every proxy's forward) turns the sharing off, so hooks on the ReLU
+    modules (naswot) fire as in the reference, and turns it back on after."""
+    from nas.proxies.base import module_calls
+
+    torch.manual_seed(0)
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    seen = []
+    for mixed in net.mixed_ops():
+        for m in mixed.ops.modules():
+            if isinstance(m, torch.nn.ReLU):
+                m.register_forward_hook(lambda *_: seen.append(1))
+    with torch.no_grad():
+        net(torch.randn(2, 3, 8, 8), _uniform(net))
+        assert not seen
+        with module_calls(net):
+            net(torch.randn(2, 3, 8, 8), _uniform(net))
+    assert len(seen) == 3 * 6 * 2  # 3 cells, 6 edges, two ReLU-conv-BN ops each
+    assert all(m.share_relu for m in net.mixed_ops())
