@@ -41,7 +41,10 @@ def _exact_hypergradient(strategy, net, opt, train_batch, val_batch):
 
 
 def _smooth(net):
-    """Swap every ReLU for a softplus, so the loss is twice differentiable everywhere."""
+    """Swap every ReLU for a softplus, so the loss is twice differentiable everywhere (each op
+    applies its own activation module: no ReLU shared per state, which the swap cannot reach)."""
+    for mixed in net.mixed_ops():
+        mixed.share_relu = False
     for module in list(net.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, torch.nn.ReLU):
