@@ -82,7 +82,8 @@ class _WeightedSum(torch.autograd.Function):
         ]
         grad_w = None
         if ctx.weights_need_grad:
-            dots = torch.stack([_dot(grad, y) for y in ys])
+            # under autocast the op outputs (and so the dots) may be bf16 / fp16
+            dots = torch.stack([_dot(grad, y) for y in ys]).to(weights_O.dtype)
             grad_w = weights_O.new_zeros(weights_O.shape).index_put(
                 (torch.tensor(ops, device=weights_O.device),), dots
             )
@@ -210,7 +211,7 @@ class _PartialChannelMix(torch.autograd.Function):
         if ctx.weights_need_grad:
             grad_w = weights_O.new_zeros(weights_O.shape)
             if ys:  # no op ran (a sampled `none`): the weights get no gradient from this edge
-                dots = torch.stack([_dot(g_mixed, y) for y in ys])
+                dots = torch.stack([_dot(g_mixed, y) for y in ys]).to(weights_O.dtype)
                 grad_w = grad_w.index_put((torch.tensor(ops, device=weights_O.device),), dots)
         return (grad if ctx.has_acc else None, grad_w, None, None, g_bypass, *grad_ys)
 

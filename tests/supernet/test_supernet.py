@@ -292,3 +292,19 @@ def test_proxies_see_each_ops_own_relu_on_a_supernet():
             net(torch.randn(2, 3, 8, 8), _uniform(net))
     assert len(seen) == 3 * 6 * 2  # 3 cells, 6 edges, two ReLU-conv-BN ops each
     assert all(m.share_relu for m in net.mixed_ops())
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_step_under_bf16_autocast_gives_float32_weight_gradients(k):
+    """``nas-search amp=bf16``: the op outputs are bf16, the mixing weights float32; the
+    weighted sum's backward returns the weights' gradient in their own dtype (it raised before)."""
+    torch.manual_seed(0)
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10, partial_channels=k)
+    w = {ct: torch.full(s, 1.0 / s[1], requires_grad=True) for ct, s in net.arch_shapes().items()}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = net(torch.randn(2, 3, 8, 8), w)
+    assert out.dtype == torch.bfloat16
+    out.float().square().sum().backward()
+    g = w["cell"].grad
+    assert g is not None and g.dtype == torch.float32 and bool(torch.isfinite(g).all())
+    assert float(g.abs().sum()) > 0
