@@ -103,24 +103,33 @@ def time_steps(
     channels_last: bool,
     steps: int,
     warmup: int,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Median arch / weight / search step of ``steps`` timed steps after ``warmup``: the same
-    loop for ours and the reference, fresh random batches of the same shape each step."""
+    loop for ours and the reference, fresh random batches of the same shape each step (on a
+    CUDA device, each timed part ends with a synchronisation)."""
     import torch
 
     def batch_() -> tuple[Any, Any]:
-        x = torch.randn(batch, 3, 32, 32)
+        x = torch.randn(batch, 3, 32, 32, device=device)
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        return x, torch.randint(0, 10, (batch,))
+        return x, torch.randint(0, 10, (batch,), device=device)
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
 
     arch_times, weight_times, first = [], [], 0.0
     for i in range(warmup + steps):
         tb, vb = batch_(), batch_()
+        sync()
         t0 = time.perf_counter()
         arch_step(tb, vb)
+        sync()
         t1 = time.perf_counter()
         weight_step(tb)
+        sync()
         t2 = time.perf_counter()
         if i == 0:
             first = t2 - t0
@@ -138,8 +147,17 @@ def time_steps(
 
 
 def run_one(
-    name: str, steps: int, warmup: int, memory_format: str, threads: int = 2, compile_: bool = False
+    name: str,
+    steps: int,
+    warmup: int,
+    memory_format: str,
+    threads: int = 2,
+    compile_: bool = False,
+    device: str = "cpu",
+    amp: str = "none",
 ) -> dict[str, float | str]:
+    """Ours on one setting in this (fresh) process; ``amp`` bf16 / fp16: the steps under
+    autocast (``nas-search amp=``), as ``SearchContext.autocast_dtype``."""
     import torch
 
     from nas.search import STRATEGIES, SearchContext
@@ -151,15 +169,19 @@ def run_one(
     space, C, layers, strategy_name, order, k, batch, _, _ = SETTINGS[name]
     # nas-search's channels_last=auto: NHWC for full-width ops, NCHW for partial channels
     channels_last = k == 1 if memory_format == "auto" else memory_format == "true"
-    net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k)
+    net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k).to(device)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
     if compile_:
         compile_supernet(net)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
+    autocast_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    ctx = SearchContext(net, opt, grad_clip=5.0, autocast_dtype=autocast_dtype)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
     if strategy_name in WHOLE_STEP:
         strategy = STRATEGIES.get(strategy_name)()
-        strategy.attach(SearchContext(net, opt, grad_clip=5.0))
+        strategy.attach(ctx)
         seeds = iter(range(10**9))
 
         def whole_step(tb: Any, vb: Any) -> None:
@@ -167,21 +189,25 @@ def run_one(
             strategy.step(tb, vb)
 
         # the "arch step" column holds the whole step, the "weight step" column 0
-        times = time_steps(whole_step, lambda tb: None, batch, channels_last, steps, warmup)
+        times = time_steps(whole_step, lambda tb: None, batch, channels_last, steps, warmup, device)
     else:
         strategy = STRATEGIES.get(strategy_name)(order=order)
-        strategy.attach(SearchContext(net, opt, grad_clip=5.0))
+        strategy.attach(ctx)
         times = time_steps(
-            strategy.arch_step, strategy.weight_step, batch, channels_last, steps, warmup
+            strategy.arch_step, strategy.weight_step, batch, channels_last, steps, warmup, device
         )
     peak = peak_rss_mib()
+    gpu_peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.startswith("cuda") else 0.0
     return {
         "setting": name,
         "channels_last": str(channels_last),
         "compile": str(compile_),
+        "device": device,
+        "amp": amp,
         **times,
         "peak_rss_mib": peak,
         "peak_rss_delta_mib": peak - base_rss,
+        "peak_device_mib": gpu_peak,
     }
 
 
@@ -311,6 +337,10 @@ def main() -> None:
     parser.add_argument(
         "--compile", action="store_true", help="ours with compile=true (compile_supernet)"
     )
+    parser.add_argument("--device", default="cpu", help="ours on this device (cpu, cuda, cuda:1)")
+    parser.add_argument(
+        "--amp", choices=["none", "bf16", "fp16"], default="none", help="ours under autocast"
+    )
     parser.add_argument("--C", type=int, help="override every setting's initial channels")
     parser.add_argument("--layers", type=int, help="override every setting's cells (NB201: N)")
     parser.add_argument("--batch", type=int, help="override every setting's batch size")
@@ -322,7 +352,14 @@ def main() -> None:
     _override_shapes(args)
     if args.child:
         result = run_one(
-            args.child, args.steps, args.warmup, args.channels_last, args.threads, args.compile
+            args.child,
+            args.steps,
+            args.warmup,
+            args.channels_last,
+            args.threads,
+            args.compile,
+            args.device,
+            args.amp,
         )
         print(json.dumps(result))
         return
