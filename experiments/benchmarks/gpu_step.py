@@ -21,12 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from search_step import SETTINGS  # noqa: E402
+from search_step import SETTINGS, _child, _shape_flags  # noqa: E402
 
 SEARCH_STEP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_step.py")
 CONFIGS = (  # label, amp, compile
@@ -48,16 +47,8 @@ def measure(name: str, amp: str, compile_: bool, args: argparse.Namespace) -> di
         "--threads",
         str(args.threads),
     ]
-    for value, flag in ((args.C, "--C"), (args.layers, "--layers"), (args.batch, "--batch")):
-        if value is not None:
-            cmd += [flag, str(value)]
-    cmd += ["--compile"] if compile_ else []
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"]
-        return {"error": lines[-1]}
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    cmd += _shape_flags(args) + (["--compile"] if compile_ else [])
+    return _child(cmd)
 
 
 def main() -> None:

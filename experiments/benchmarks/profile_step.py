@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_runs import parse_roots  # noqa: E402
 from reference_runs import search_step as reference_search_step  # noqa: E402
-from search_step import REFERENCE_OF, SETTINGS, WHOLE_STEP, _override_shapes  # noqa: E402
+from search_step import REFERENCE_OF, SETTINGS, _override_shapes, build_ours  # noqa: E402
 
 # operator name fragments -> kind (the first that matches)
 KINDS = (
@@ -58,24 +58,6 @@ def kind_of(name: str) -> str:
         if fragment in low:
             return kind
     return "other"
-
-
-def build_ours(name: str, channels_last: bool) -> tuple[Any, Any]:
-    import torch
-
-    from nas.search import STRATEGIES, SearchContext
-    from nas.supernet import build_supernet
-
-    space, C, layers, strategy_name, order, k, batch, _, _ = SETTINGS[name]
-    net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k)
-    if channels_last:
-        net = net.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
-    if strategy_name in WHOLE_STEP:
-        raise SystemExit(f"--only {name}: profile a DARTS or DrNAS row")
-    strategy = STRATEGIES.get(strategy_name)(order=order)
-    strategy.attach(SearchContext(net, opt, grad_clip=5.0))
-    return strategy.arch_step, strategy.weight_step
 
 
 def main() -> None:

@@ -146,6 +146,46 @@ def time_steps(
     }
 
 
+def build_ours(
+    name: str,
+    channels_last: bool,
+    compile_: bool = False,
+    device: str = "cpu",
+    amp: str = "none",
+) -> tuple[Callable[[Any, Any], None], Callable[[Any], None]]:
+    """Our supernet and strategy for setting ``name``: its (arch step, weight step). For the
+    strategies of ``WHOLE_STEP`` the first is the whole step (a new step seed each call) and
+    the second does nothing. ``amp`` bf16 / fp16: the steps under autocast (``nas-search
+    amp=``), as ``SearchContext.autocast_dtype``."""
+    import torch
+
+    from nas.search import STRATEGIES, SearchContext
+    from nas.supernet import build_supernet, compile_supernet
+
+    space, C, layers, strategy_name, order, k, _, _, _ = SETTINGS[name]
+    net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k).to(device)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    if compile_:
+        compile_supernet(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
+    autocast_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    ctx = SearchContext(net, opt, grad_clip=5.0, autocast_dtype=autocast_dtype)
+    if strategy_name not in WHOLE_STEP:
+        strategy = STRATEGIES.get(strategy_name)(order=order)
+        strategy.attach(ctx)
+        return strategy.arch_step, strategy.weight_step
+    whole = STRATEGIES.get(strategy_name)()
+    whole.attach(ctx)
+    seeds = iter(range(10**9))
+
+    def whole_step(tb: Any, vb: Any) -> None:
+        whole.begin_step(next(seeds))
+        whole.step(tb, vb)
+
+    return whole_step, lambda tb: None
+
+
 def run_one(
     name: str,
     steps: int,
@@ -156,46 +196,20 @@ def run_one(
     device: str = "cpu",
     amp: str = "none",
 ) -> dict[str, float | str]:
-    """Ours on one setting in this (fresh) process; ``amp`` bf16 / fp16: the steps under
-    autocast (``nas-search amp=``), as ``SearchContext.autocast_dtype``."""
+    """Ours on one setting in this (fresh) process (for ``WHOLE_STEP`` strategies the "arch
+    step" column holds the whole step, the "weight step" column 0)."""
     import torch
-
-    from nas.search import STRATEGIES, SearchContext
-    from nas.supernet import build_supernet, compile_supernet
 
     torch.set_num_threads(threads)
     base_rss = rss_mib()
     torch.manual_seed(0)
-    space, C, layers, strategy_name, order, k, batch, _, _ = SETTINGS[name]
+    k, batch = SETTINGS[name][5], SETTINGS[name][6]
     # nas-search's channels_last=auto: NHWC for full-width ops, NCHW for partial channels
     channels_last = k == 1 if memory_format == "auto" else memory_format == "true"
-    net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k).to(device)
-    if channels_last:
-        net = net.to(memory_format=torch.channels_last)
-    if compile_:
-        compile_supernet(net)
-    opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
-    autocast_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
-    ctx = SearchContext(net, opt, grad_clip=5.0, autocast_dtype=autocast_dtype)
+    arch_step, weight_step = build_ours(name, channels_last, compile_, device, amp)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
-    if strategy_name in WHOLE_STEP:
-        strategy = STRATEGIES.get(strategy_name)()
-        strategy.attach(ctx)
-        seeds = iter(range(10**9))
-
-        def whole_step(tb: Any, vb: Any) -> None:
-            strategy.begin_step(next(seeds))
-            strategy.step(tb, vb)
-
-        # the "arch step" column holds the whole step, the "weight step" column 0
-        times = time_steps(whole_step, lambda tb: None, batch, channels_last, steps, warmup, device)
-    else:
-        strategy = STRATEGIES.get(strategy_name)(order=order)
-        strategy.attach(ctx)
-        times = time_steps(
-            strategy.arch_step, strategy.weight_step, batch, channels_last, steps, warmup, device
-        )
+    times = time_steps(arch_step, weight_step, batch, channels_last, steps, warmup, device)
     peak = peak_rss_mib()
     gpu_peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.startswith("cuda") else 0.0
     return {
