@@ -22,7 +22,7 @@ from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from nas.choices import config_dir, options, plugin_name
 from nas.search.base import SearchStrategy
@@ -114,3 +114,47 @@ def build_selector(cfg: DictConfig) -> Selector:
     """The selector of ``cfg.selection``, instantiated from its ``_target_``."""
     selector: Selector = _build(cfg, "selection")
     return selector
+
+
+# ------------------------------------------------ plug-ins by name, from their YAML files
+
+
+def plugin_config(group: str, name: str, extra_dirs: list[Path] | None = None) -> DictConfig:
+    """The config of plug-in ``name`` of ``group`` (``search``, ``selection`` or
+    ``components``) exactly as ``nas-search <group>=<name>`` composes it: its YAML file in
+    ``configs/`` or in ``extra_dirs`` (ours first, as on Hydra's search path); a component's
+    file holds it under its own name. The YAML files are the one list of plug-ins and of their
+    defaults: tests and benchmarks build plug-ins through here, as a run does."""
+    if group not in KINDS:
+        raise ValueError(f"plug-in group must be one of {', '.join(KINDS)}, got {group!r}")
+    for folder in [config_dir(), *(extra_dirs or [])]:
+        path = folder / group / f"{name}.yaml"
+        if path.is_file():
+            break
+    else:
+        raise PluginError(
+            f"{group}={name}: no such {KINDS[group][0]}; the {KINDS[group][0]}s of "
+            f"configs/{group}: {', '.join(available(group, extra_dirs))}"
+        )
+    node = OmegaConf.load(path)
+    if group == "components":
+        node = node.get(name) if isinstance(node, DictConfig) else None
+    if not isinstance(node, DictConfig):
+        raise PluginError(f"{path}: expected a mapping with _target_ (the class to build)")
+    return node
+
+
+def build_plugin(
+    group: str, name: str, extra_dirs: list[Path] | None = None, **overrides: Any
+) -> Any:
+    """Plug-in ``name`` of ``group`` built from its YAML (``plugin_config``) with ``overrides``
+    laid over it, as ``nas-search <group>=<name> <group>.<key>=<value>`` builds it."""
+    node = plugin_config(group, name, extra_dirs)
+    if overrides:
+        merged = OmegaConf.merge(node, overrides)
+        assert isinstance(merged, DictConfig)
+        node = merged
+    built = _build_node(node, group, name)
+    if group == "components":
+        built.name = name
+    return built
