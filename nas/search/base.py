@@ -115,6 +115,14 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: (SNAS): its steps report no validation metrics
     single_level: ClassVar[bool] = False
 
+    @classmethod
+    def concentrations_of(cls, params_EO: Tensor) -> Tensor | None:
+        """Where the mixing weights are samples of a distribution with one concentration per op
+        (DrNAS's Dirichlet), those concentrations for the architecture parameters ``params_EO``
+        of one cell type, as analysis draws them; None for a strategy without one (default)."""
+        del params_EO
+        return None
+
     def __init__(
         self,
         *,

@@ -127,6 +127,11 @@ class DrNAS(DARTS):
     name = "drnas"
     mixing_kind = "dirichlet"
 
+    @classmethod
+    def concentrations_of(cls, params_EO: Tensor) -> Tensor:
+        """The Dirichlet concentration ``elu(beta) + 1`` of every op (eq. 2)."""
+        return F.elu(params_EO) + 1
+
     def __init__(
         self,
         *,
@@ -276,7 +281,7 @@ class DrNAS(DARTS):
     # ------------------------------------------------------------------------ weights
 
     def concentration(self, cell_type: str) -> Tensor:
-        return F.elu(self.arch_params[cell_type]) + 1
+        return self.concentrations_of(self.arch_params[cell_type])
 
     def strategy_weights(self, *, sample: bool) -> ArchWeights:
         out = {}

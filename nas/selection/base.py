@@ -7,7 +7,7 @@ any selector works with any strategy (DrNAS + perturbation selection included).
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from nas.registry import Registry
@@ -21,6 +21,17 @@ class Selector(abc.ABC):
     """Derives the discrete architecture from a supernet and its strategy."""
 
     name: ClassVar[str]
+    #: the event the selector logs once per decision it takes (a record with ``cell_type``,
+    #: ``edge`` and per-candidate ``scores``; analysis draws them as a decision trace and the
+    #: run also writes them as TensorBoard text), or None for a selector that decides at once
+    decision_event: ClassVar[str | None] = None
+
+    @classmethod
+    def decision_metric(cls, config: Mapping[str, Any]) -> str:
+        """What the scores of the logged decisions measure, ``"acc"`` or ``"loss"``, under the
+        selector's config ``config`` (its ``selection`` section)."""
+        del config
+        return "acc"
 
     @abc.abstractmethod
     def select(

@@ -39,7 +39,7 @@ broadcasts it, and the fine-tuning epochs are the data-parallel search steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -157,6 +157,11 @@ class PerturbationSelection(Selector):
     """DARTS-PT: operation then topology projection, fine-tuning between projections."""
 
     name = "pt"
+    decision_event = "pt_decision"
+
+    @classmethod
+    def decision_metric(cls, config: Mapping[str, Any]) -> str:
+        return "loss" if config.get("criterion") == "loss" else "acc"
 
     def __init__(
         self,
