@@ -213,7 +213,7 @@ def _evaluate(cfg: DictConfig, bad_input: tuple[type[BaseException], ...]) -> No
     """``eval_only=true``: evaluate a checkpoint; writes nothing, so no run folder is locked."""
     # the heavy imports (torch) only once the command line is known to be good
     from nas import distributed
-    from nas.train.loop import run_eval
+    from nas.train.evaluate import run_eval
 
     try:
         results = run_eval(cfg)

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from nas.data.datasets import read_cifar_folder
 from nas.data.embedded import CIFAR10_MINI_FILE, load_cifar10_mini, write_embedded
+from nas.data.formats import read_cifar_folder
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "cifar10-subset"
 SOURCE_NOTE = (

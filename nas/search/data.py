@@ -8,21 +8,113 @@ function of (seed, epoch, split), each image's augmentation comes from a seed of
 position in that order (``SeededItems``), and every rank takes a contiguous share of each global
 batch, so an epoch is the same whatever the number of processes and wherever a resumed run
 restarts it (the seed streams: ``nas.run.seeds``).
+
+The splits read a training set of ``nas.data``: ``search_split`` (DARTS's index halves, the
+first ``train_portion`` for the weights, both with the training augmentation) and
+``imagenet_search_subsets`` (DrNAS / PC-DARTS's 10% / 2.5% of every ImageNet class).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from nas import distributed as D
-from nas.data import build_dataset, imagenet_search_subsets, search_split, train_transform
+from nas.data import build_dataset, train_transform
 from nas.data.loaders import seed_worker
 from nas.run.seeds import LOADER_START_STRIDE, LOADER_WORKERS, stream_seed
+
+
+def search_split(
+    dataset: Dataset[Any], *, train_portion: float = 0.5
+) -> tuple[Subset[Any], Subset[Any]]:
+    """Split a training set by index into (weights, architecture) halves, as DARTS does.
+
+    The first ``floor(train_portion * N)`` items train the weights, the rest the architecture;
+    both keep the dataset's transform (the references use the training augmentation for both).
+    Deterministic: shuffle through the loaders. ``train_portion=1.0``: no split, both are the
+    whole set (single-level methods that train on every image, as SNAS's reference does).
+    """
+    if (
+        isinstance(train_portion, bool)
+        or not isinstance(train_portion, (int, float))
+        or not 0.0 < train_portion <= 1.0
+    ):
+        raise ValueError(f"train_portion must be a number in (0, 1], got {train_portion!r}")
+    num_items = len(dataset)  # type: ignore[arg-type]
+    if train_portion == 1.0:
+        return Subset(dataset, range(num_items)), Subset(dataset, range(num_items))
+    split = int(math.floor(train_portion * num_items))
+    if split == 0 or split == num_items:
+        raise ValueError(
+            f"train_portion={train_portion} leaves an empty half of a dataset of {num_items} "
+            "items; expected both halves non-empty"
+        )
+    return Subset(dataset, range(split)), Subset(dataset, range(split, num_items))
+
+
+def _targets(dataset: Dataset[Any]) -> np.ndarray:
+    """Labels of every item without loading images (``.targets``, through Subsets)."""
+    if isinstance(dataset, Subset):
+        return _targets(dataset.dataset)[np.asarray(dataset.indices, dtype=np.int64)]
+    targets = getattr(dataset, "targets", None)
+    if targets is None:
+        raise ValueError(
+            f"{type(dataset).__name__} has no .targets; expected a dataset with per-item labels "
+            "(ImageFolder, the CIFAR datasets) or a Subset of one"
+        )
+    return np.asarray(targets, dtype=np.int64)
+
+
+def imagenet_search_subsets(
+    dataset: Dataset[Any],
+    *,
+    weight_fraction: float = 0.1,
+    arch_fraction: float = 0.025,
+    seed: int = 0,
+) -> tuple[Subset[Any], Subset[Any]]:
+    """Per-class random (weights, architecture) subsets for direct ImageNet search (DrNAS).
+
+    As DrNAS and PC-DARTS sample them for their ImageNet search.
+
+    From each class, ``round(weight_fraction * n)`` images train the weights and
+    ``round(arch_fraction * n)`` other images the architecture (at least one each where the
+    class has room), drawn with ``numpy.random.default_rng(seed)``: the same seed gives the
+    same subsets on every machine. Both keep the dataset's (training) transform.
+    """
+    for key, value in (("weight_fraction", weight_fraction), ("arch_fraction", arch_fraction)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise ValueError(f"{key} must be a number in (0, 1), got {value!r}")
+    if weight_fraction + arch_fraction > 1:
+        raise ValueError(
+            f"weight_fraction + arch_fraction = {weight_fraction + arch_fraction} exceeds 1; "
+            "expected disjoint subsets"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    targets = _targets(dataset)
+    rng = np.random.default_rng(seed)
+    # One stable sort instead of a scan per class: 1000 scans of 1.28M labels would take seconds.
+    by_class = np.argsort(targets, kind="stable")
+    _, counts = np.unique(targets, return_counts=True)
+    weight_indices, arch_indices = [], []
+    for members in np.split(by_class, np.cumsum(counts)[:-1]):
+        members = rng.permutation(members)
+        n = len(members)
+        # Round half up, keep one image per subset where possible, never overlap.
+        num_weight = min(n, max(1, math.floor(weight_fraction * n + 0.5)))
+        num_arch = min(n - num_weight, max(1, math.floor(arch_fraction * n + 0.5)))
+        weight_indices.append(members[:num_weight])
+        arch_indices.append(members[num_weight : num_weight + num_arch])
+    weights = np.sort(np.concatenate(weight_indices)).tolist()
+    arch = np.sort(np.concatenate(arch_indices)).tolist()
+    return Subset(dataset, weights), Subset(dataset, arch)
 
 
 def search_data(data: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:

@@ -3,11 +3,13 @@
 ``run_train(cfg, run_dir)`` trains the network of ``cfg.genotype`` with the recipe in ``cfg``
 (``configs/train``), on one process or under ``torchrun``; ``nas.distributed`` holds all
 ``torch.distributed`` code; ``resolve_train_genotype`` / ``build_network`` turn a genotype
-reference into ``NetworkCIFAR``, ``NetworkImageNet`` or NB201's ``TinyNetwork``.
+reference into ``NetworkCIFAR``, ``NetworkImageNet`` or NB201's ``TinyNetwork``;
+``run_eval(cfg)`` measures a training checkpoint on the test set (``nas.train.evaluate``).
 """
 
 from nas.train.ema import EMA
-from nas.train.loop import TrainError, TrainResult, run_eval, run_train
+from nas.train.evaluate import run_eval
+from nas.train.loop import TrainError, TrainResult, run_train
 from nas.train.model import NetworkSpec, build_network, resolve_train_genotype
 
 __all__ = [

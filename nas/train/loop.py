@@ -1,7 +1,7 @@
 """The retraining loop: train a genotype's network from scratch, the way the papers did.
 
 Retraining stage (``nas.train``), after search and selection. One loop for every recipe of
-``configs/train/experiment`` (see ALGORITHMS.md, sections 2-4):
+``configs/train/experiment``:
 
 * DARTS CIFAR-10 (Liu et al., ICLR 2019, ``train.py``): SGD momentum 0.9, lr 0.025 cosine to 0,
   weight decay 3e-4, gradient clipping 5, auxiliary head weight 0.4, cutout 16, drop-path
@@ -27,6 +27,11 @@ sampler position, every rank's RNG states, running sums) is written atomically a
 every epoch and, on SIGTERM, at the next step boundary, so ``resume=true`` ends with exactly the
 weights of an uninterrupted run (on CPU without data-loader workers; with workers a SIGTERM
 resume in the middle of an epoch sees the same images with other augmentation draws).
+
+The test set, its loader, the network's building and placement and the evaluation pass are
+module functions (``eval_dataset``, ``eval_data_loader``, ``build_train_network``,
+``place_network``, ``evaluate_network``), which ``nas.train.evaluate`` (``eval_only=true``)
+measures a checkpoint with.
 """
 
 from __future__ import annotations
@@ -42,14 +47,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import Tensor, nn
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 from nas import distributed as D
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
 from nas.progress import start_line
-from nas.run.checkpoint import CheckpointError, load_checkpoint, seed_everything
+from nas.run.checkpoint import CheckpointError, seed_everything
 from nas.run.config import (
     TRAIN_NEUTRAL_KEYS,
     TRAIN_NEUTRAL_WORDS,
@@ -60,11 +65,12 @@ from nas.run.disk import atomic_write_text
 from nas.run.resume import follow_new_schedule
 from nas.run.schedules import drop_path_prob, train_lr_factor
 from nas.run.seeds import TRAIN_EPOCH_RNG, stream_seed
-from nas.run.skeleton import Run, autocast, autocast_dtype, to_device
+from nas.run.skeleton import Run, autocast, to_device
 from nas.summary import summarize
 from nas.train.data import eval_loader, start_epoch, train_loader
 from nas.train.ema import EMA
 from nas.train.model import (
+    NetworkSpec,
     logits_of,
     network_from_config,
     resolve_train_genotype,
@@ -122,6 +128,13 @@ def per_rank_batch(batch_size: int, world_size: int, what: str = "batch_size") -
 
 def _datasets(cfg: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
     """(training set with the recipe's augmentation, test set with evaluation preprocessing)."""
+    train_set = _train_set(cfg)
+    return train_set, eval_dataset(cfg)
+
+
+def _train_set(cfg: DictConfig) -> Dataset[Any]:
+    """The training set with the recipe's augmentation (the first ``data.max_items`` images
+    only where set)."""
     data = cfg.data
     name = str(data.name)
     if bool(cfg.augment):
@@ -136,20 +149,96 @@ def _datasets(cfg: DictConfig) -> tuple[Dataset[Any], Dataset[Any]]:
     root = data.get("root")
     download = bool(data.get("download", False))
     train_set = build_dataset(name, root=root, train=True, transform=transform, download=download)
-    test_set = build_dataset(
+    max_items = data.get("max_items")
+    if max_items is not None:  # the first N training images only: smoke tests, tiny studies
+        train_set = Subset(train_set, range(min(int(max_items), len(train_set))))  # type: ignore[arg-type]
+    return train_set
+
+
+def eval_dataset(cfg: DictConfig) -> Dataset[Any]:
+    """The test set of ``cfg.data`` with the evaluation preprocessing (the first
+    ``eval.max_items`` images only where set): what a training run and ``run_eval`` test on."""
+    data = cfg.data
+    name = str(data.name)
+    dataset: Dataset[Any] = build_dataset(
         name,
-        root=root,
+        root=data.get("root"),
         val_root=data.get("val_root"),
         train=False,
         transform=eval_transform(name, image_size=data.get("image_size")),
     )
-    max_items = data.get("max_items")
-    if max_items is not None:  # the first N training images only: smoke tests, tiny studies
-        train_set = Subset(train_set, range(min(int(max_items), len(train_set))))  # type: ignore[arg-type]
     eval_items = cfg.eval.get("max_items")
     if eval_items is not None:
-        test_set = Subset(test_set, range(min(int(eval_items), len(test_set))))  # type: ignore[arg-type]
-    return train_set, test_set
+        dataset = Subset(dataset, range(min(int(eval_items), len(dataset))))  # type: ignore[arg-type]
+    return dataset
+
+
+def eval_batch_size(cfg: DictConfig, world_size: int) -> int:
+    """The per-process share of the evaluation batch (``eval.batch_size``, else ``batch_size``)."""
+    eval_batch = cfg.eval.get("batch_size") or cfg.batch_size
+    return per_rank_batch(int(eval_batch), world_size, "eval.batch_size")
+
+
+def eval_data_loader(
+    dataset: Dataset[Any], cfg: DictConfig, *, batch_size: int, env: D.DistEnv
+) -> DataLoader[Any]:
+    """This rank's loader of the test set (``nas.train.data.eval_loader``), as ``cfg.data``
+    asks for workers and pinned memory."""
+    return eval_loader(
+        dataset,
+        batch_size=batch_size,
+        num_replicas=env.world_size,
+        rank=env.rank,
+        num_workers=int(cfg.data.get("num_workers", 0) or 0),
+        pin_memory=bool(cfg.data.get("pin_memory", False)),
+    )
+
+
+# -------------------------------------------------------------------------- the network
+
+
+def build_train_network(
+    genotype: AnyGenotype, model: DictConfig, *, num_classes: int, image_size: int
+) -> tuple[nn.Module, NetworkSpec]:
+    """The network of ``genotype`` as the model config ``model`` sizes it (on the CPU); a bad
+    setting is one line."""
+    try:
+        return network_from_config(genotype, model, num_classes=num_classes, image_size=image_size)
+    except ValueError as e:
+        raise TrainError(str(e).splitlines()[0]) from None
+
+
+def place_network(net: nn.Module, device: torch.device, *, channels_last: bool) -> nn.Module:
+    """``net`` on ``device``, its weights in NHWC with ``channels_last``."""
+    net.to(device)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    return net
+
+
+@torch.no_grad()
+def evaluate_network(
+    net: nn.Module,
+    loader: DataLoader[Any],
+    *,
+    family: str,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    channels_last: bool,
+    prefix: str,
+) -> dict[str, float]:
+    """Loss, top-1 and top-5 (%) of ``net`` in eval mode on what ``loader`` gives this rank,
+    summed over the ranks: ``<prefix>_loss``, ``<prefix>_top1``, ``<prefix>_top5``."""
+    net.eval()
+    criterion = nn.CrossEntropyLoss()
+    sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
+    for x, y in loader:
+        x, y = to_device(x, y, device, channels_last=channels_last)
+        with autocast(device, amp_dtype):
+            logits, _ = logits_of(net(x), family)
+            loss = criterion(logits.float(), y)
+        sums += _batch_sums(loss, logits, y)
+    return _means(D.all_reduce_sum(sums), prefix)
 
 
 # --------------------------------------------------------------------------- the run
@@ -171,10 +260,7 @@ class TrainRun(Run):
         self.locate(cfg, run_dir)
         self.configure(cfg)
         self.batch_size = per_rank_batch(int(cfg.batch_size), self.env.world_size)
-        eval_batch = cfg.eval.get("batch_size") or cfg.batch_size
-        self.eval_batch_size = per_rank_batch(
-            int(eval_batch), self.env.world_size, "eval.batch_size"
-        )
+        self.eval_batch_size = eval_batch_size(cfg, self.env.world_size)
         self.channels_last = bool(cfg.channels_last)
         try:
             self.genotype: AnyGenotype = resolve_train_genotype(cfg.genotype)
@@ -211,24 +297,17 @@ class TrainRun(Run):
             train_set, test_set = _datasets(cfg)
         except (ValueError, FileNotFoundError) as e:
             raise TrainError(str(e)) from None
-        num_workers = int(cfg.data.get("num_workers", 0) or 0)
-        pin = bool(cfg.data.get("pin_memory", False))
         self.train_loader = train_loader(
             train_set,
             batch_size=self.batch_size,
             seed=self.seed,
             num_replicas=self.env.world_size,
             rank=self.env.rank,
-            num_workers=num_workers,
-            pin_memory=pin,
+            num_workers=int(cfg.data.get("num_workers", 0) or 0),
+            pin_memory=bool(cfg.data.get("pin_memory", False)),
         )
-        self.test_loader = eval_loader(
-            test_set,
-            batch_size=self.eval_batch_size,
-            num_replicas=self.env.world_size,
-            rank=self.env.rank,
-            num_workers=num_workers,
-            pin_memory=pin,
+        self.test_loader = eval_data_loader(
+            test_set, cfg, batch_size=self.eval_batch_size, env=self.env
         )
         self.num_train = len(train_set)  # type: ignore[arg-type]
         self.num_test = len(test_set)  # type: ignore[arg-type]
@@ -236,16 +315,11 @@ class TrainRun(Run):
     def _build_model(self, image_size: int) -> None:
         """The network on the device (NHWC, SyncBatchNorm, EMA, DDP, compile as asked)."""
         cfg = self.cfg
-        try:
-            self.net, self.spec = network_from_config(
-                self.genotype, cfg.model, num_classes=self.num_classes, image_size=image_size
-            )
-        except ValueError as e:
-            raise TrainError(str(e).splitlines()[0]) from None
+        self.net, self.spec = build_train_network(
+            self.genotype, cfg.model, num_classes=self.num_classes, image_size=image_size
+        )
         self.summary = summarize(self.net, self.spec.input_size)
-        self.net.to(self.device)
-        if self.channels_last:
-            self.net = self.net.to(memory_format=torch.channels_last)
+        self.net = place_network(self.net, self.device, channels_last=self.channels_last)
         if bool(cfg.sync_bn) and self.env.distributed:
             try:
                 self.net = D.convert_sync_batchnorm(self.net, self.device)
@@ -293,7 +367,6 @@ class TrainRun(Run):
             self.device.type, enabled=self.amp_dtype == torch.float16
         )
         self.train_criterion = nn.CrossEntropyLoss(label_smoothing=float(cfg.label_smoothing))
-        self.eval_criterion = nn.CrossEntropyLoss()
 
     # ------------------------------------------------------------------------ checkpoints
 
@@ -506,16 +579,17 @@ class TrainRun(Run):
         taking its share; rank 0's batch-norm statistics are used on every rank."""
         D.broadcast_buffers(net)
         was_training = net.training
-        net.eval()
-        sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=self.device)
-        for x, y in self.test_loader:
-            x, y = self._to_device(x, y)
-            with self._autocast():
-                logits, _ = logits_of(net(x), self.spec.family)
-                loss = self.eval_criterion(logits.float(), y)
-            sums += _batch_sums(loss, logits, y)
+        metrics = evaluate_network(
+            net,
+            self.test_loader,
+            family=self.spec.family,
+            device=self.device,
+            amp_dtype=self.amp_dtype,
+            channels_last=self.channels_last,
+            prefix=prefix,
+        )
         net.train(was_training)
-        return _means(D.all_reduce_sum(sums), prefix)
+        return metrics
 
     # ---------------------------------------------------------------------------- logging
 
@@ -628,114 +702,3 @@ def run_train(cfg: DictConfig, run_dir: str | Path) -> TrainResult:
     """Train (or, with ``resume=true``, continue training) the network ``cfg`` describes,
     writing the run folder ``run_dir`` (rank 0 only under torchrun)."""
     return TrainRun(cfg, run_dir).run()
-
-
-# ------------------------------------------------------------------------- evaluation only
-
-
-def checkpoint_file(spec: Any) -> Path:
-    """A training checkpoint from a file path or a run folder (its ``checkpoints/last.pt``)."""
-    if spec is None or str(spec).strip() == "":
-        raise TrainError(
-            "eval_only=true needs checkpoint=<a nas-train checkpoint or run folder>; got null"
-        )
-    path = Path(str(spec)).expanduser()
-    if path.is_dir():
-        path = path / "checkpoints" / "last.pt"
-    return path
-
-
-def run_eval(cfg: DictConfig) -> dict[str, Any]:
-    """Evaluate the weights (and EMA weights) of a training checkpoint on the test set of
-    ``cfg.data``; the network is built from the checkpoint's own config. Writes nothing."""
-    env = D.env_from_torchrun()
-    path = checkpoint_file(cfg.get("checkpoint"))
-    try:
-        device = D.select_device(str(cfg.device), env)
-    except ValueError as e:
-        raise TrainError(str(e)) from None
-    try:
-        amp_dtype = autocast_dtype(cfg.get("amp"), device)
-    except ValueError as e:
-        raise TrainError(str(e)) from None
-    eval_batch = int(cfg.eval.get("batch_size") or cfg.batch_size)
-    batch = per_rank_batch(eval_batch, env.world_size, "eval.batch_size")
-    name = str(cfg.data.name)
-    try:
-        info = dataset_info(name, cfg.data)
-        test_set: Dataset[Any] = build_dataset(
-            name,
-            root=cfg.data.get("root"),
-            val_root=cfg.data.get("val_root"),
-            train=False,
-            transform=eval_transform(name, image_size=cfg.data.get("image_size")),
-        )
-    except (ValueError, FileNotFoundError) as e:
-        raise TrainError(str(e)) from None
-    eval_items = cfg.eval.get("max_items")
-    if eval_items is not None:
-        test_set = Subset(test_set, range(min(int(eval_items), len(test_set))))  # type: ignore[arg-type]
-    D.init_distributed(env, device)
-    state = D.main_then_broadcast(
-        lambda: load_checkpoint(path, kind="train"),
-        TrainRun.broadcast_errors,
-        TrainError,
-    )
-    old = OmegaConf.create(state["config"])
-    trained_on = str(old.data.name)
-    try:
-        trained_classes = int(dataset_info(trained_on, old.data)["num_classes"])
-    except (ValueError, FileNotFoundError):  # its image folder is not here: trust the weights
-        trained_classes = int(info["num_classes"])
-    if trained_classes != int(info["num_classes"]):
-        raise TrainError(
-            f"checkpoint {path} was trained on {trained_on} ({trained_classes} classes); "
-            f"data={name} has {info['num_classes']}"
-        )
-    genotype = genotype_from_json(state["genotype"])
-    sizes = {"num_classes": int(info["num_classes"]), "image_size": int(info["image_size"])}
-    net, spec = network_from_config(genotype, old.model, **sizes)
-    net.load_state_dict(state["model"])
-    net.to(device)
-    channels_last = bool(cfg.channels_last)
-    if channels_last:
-        net = net.to(memory_format=torch.channels_last)
-    loader = eval_loader(
-        test_set,
-        batch_size=batch,
-        num_replicas=env.world_size,
-        rank=env.rank,
-        num_workers=int(cfg.data.get("num_workers", 0) or 0),
-        pin_memory=bool(cfg.data.get("pin_memory", False)),
-    )
-    criterion = nn.CrossEntropyLoss()
-
-    @torch.no_grad()
-    def evaluate(model: nn.Module, prefix: str) -> dict[str, float]:
-        model.eval()
-        sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
-        for x, y in loader:
-            x, y = to_device(x, y, device, channels_last=channels_last)
-            with autocast(device, amp_dtype):
-                logits, _ = logits_of(model(x), spec.family)
-                loss = criterion(logits.float(), y)
-            sums += _batch_sums(loss, logits, y)
-        return _means(D.all_reduce_sum(sums), prefix)
-
-    results: dict[str, Any] = {
-        "checkpoint": str(path.absolute()),
-        "network": str(spec),
-        "genotype": str(genotype),
-        "epoch": int(state["epoch"]),
-        "data": name,
-        "test_images": len(test_set),  # type: ignore[arg-type]
-        **evaluate(net, "test"),
-    }
-    if state.get("ema") is not None:
-        ema_net = network_from_config(genotype, old.model, **sizes)[0]
-        ema_net.load_state_dict(state["ema"]["module"])
-        ema_net.to(device)
-        if channels_last:
-            ema_net = ema_net.to(memory_format=torch.channels_last)
-        results.update(evaluate(ema_net, "ema_test"))
-    return results

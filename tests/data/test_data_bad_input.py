@@ -13,11 +13,10 @@ from nas.data import (
     build_dataset,
     dataset_info,
     eval_transform,
-    imagenet_search_subsets,
     make_loader,
-    search_split,
     train_transform,
 )
+from nas.search.data import imagenet_search_subsets, search_split
 
 
 def _raises(error, call, *fragments):

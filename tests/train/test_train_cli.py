@@ -165,6 +165,47 @@ def test_eval_only_reproduces_the_final_test_accuracy(tiny, uninterrupted, one_t
     assert result["test_loss"] == pytest.approx(final["test_loss"], rel=1e-5)
 
 
+def test_eval_only_gives_the_numbers_of_the_run_with_ema_and_its_eval_batch(
+    tmp_path, tiny, one_thread
+):
+    """``run_eval`` measures with the loop's own set-up (test set, eval batch, loader, network,
+    evaluation pass): in the same process it gives the run's last numbers exactly, EMA too."""
+    from nas.cli.train import compose_config
+    from nas.train import run_eval, run_train
+
+    overrides = [*tiny, "epochs=1", "ema.decay=0.5", "eval.batch_size=16", "eval.max_items=40"]
+    final = run_train(compose_config(overrides), tmp_path / "ema").results["final"]
+    cfg = compose_config([*overrides, "eval_only=true", f"checkpoint={tmp_path / 'ema'}"])
+    result = run_eval(cfg)
+    assert result["epoch"] == 1 and result["test_images"] == 40
+    for key in ("test_loss", "test_top1", "test_top5", "ema_test_loss", "ema_test_top1"):
+        assert result[key] == final[key], key
+
+
+def test_eval_only_refuses_data_of_another_class_count(tmp_path, tiny, uninterrupted, one_thread):
+    from PIL import Image
+
+    from nas.cli.train import compose_config
+    from nas.train import TrainError, run_eval
+
+    for split in ("train", "val"):
+        for name in ("cat", "dog", "fox"):
+            (tmp_path / split / name).mkdir(parents=True)
+            Image.new("RGB", (8, 8)).save(tmp_path / split / name / "0.png")
+    data = [
+        "data=imagefolder",
+        f"data.root={tmp_path / 'train'}",
+        f"data.val_root={tmp_path / 'val'}",
+    ]
+    cfg = compose_config([*tiny, *data, "eval_only=true", f"checkpoint={uninterrupted}"])
+    last = uninterrupted / "checkpoints" / "last.pt"
+    with pytest.raises(TrainError) as info:
+        run_eval(cfg)
+    assert str(info.value) == (
+        f"checkpoint {last} was trained on cifar10-mini (10 classes); data=imagefolder has 3"
+    )
+
+
 def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted, nas_train):
     run_dir = tmp_path / "copy"
     shutil.copytree(uninterrupted, run_dir)
