@@ -75,7 +75,6 @@ def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> 
         correlation_table,
         format_markdown,
         ground_truth,
-        plot_scatter,
     )
 
     rows = _read_scores(out / "scores.jsonl")
@@ -116,6 +115,8 @@ def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> 
         + "\n"
     )
     if plots:
+        from nas.analysis.proxy_figures import plot_scatter
+
         for n in names:
             plot_scatter(n, scores[n], truth, table[n], str(out / f"scatter_{n}.png"))
     return md

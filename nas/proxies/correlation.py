@@ -7,14 +7,14 @@ CIFAR-10 read from the ``cifar10-valid`` training (its ``test-accuracy`` = ``ori
 ``x-test`` halves. We use exactly those splits, from the embedded table (``nas.bench.NB201``),
 and report signed rho (ZC's notebook prints |rho|) and Kendall's tau-b. Both are computed here
 with numpy (ties get average ranks; tau-b as scipy's default); NaN scores are left out, as the
-reference's ``nan_policy='omit'``.
+reference's ``nan_policy='omit'``. Numbers only: the scatter plots of the report are drawn in
+the analysis layer (``nas.analysis.proxy_figures``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from nas.analysis.style import new_figure, save_figure
 from nas.bench.search_log import default_bench
 
 # (label, dataset, split) of the ground truth, as the ZC NB201 script reads it
@@ -122,7 +122,7 @@ def correlation_table(
     return out
 
 
-# |Spearman rho| over all 15,625 cells, ZC notebook "Table 1" (ZERO_COST_AND_HARDWARE.md 1.3);
+# |Spearman rho| over all 15,625 cells, ZC notebook "Table 1";
 # zen: computed from NASLib's released scores. No published NB201 figure for naswot, params,
 # flops with this protocol.
 PUBLISHED_RHO: dict[str, tuple[float, float, float]] = {
@@ -155,32 +155,6 @@ def format_markdown(
     return "\n".join(lines) + "\n"
 
 
-def plot_scatter(
-    proxy: str,
-    scores: np.ndarray,
-    truth: dict[str, np.ndarray],
-    table: dict[str, dict[str, float]],
-    path: str,
-) -> None:
-    """One figure per proxy: its score against each target's accuracy, rho and tau in titles."""
-    fig = new_figure(4.0 * len(truth), 3.4)
-    axes = fig.subplots(1, len(truth))
-    for ax, (label, acc) in zip(np.atleast_1d(axes), truth.items()):
-        keep = np.isfinite(scores) & np.isfinite(acc)
-        s = scores[keep]
-        # synflow spans dozens of orders of magnitude: plot it on a sign-preserving log scale
-        if proxy == "synflow":
-            s = np.sign(s) * np.log10(1.0 + np.abs(s))
-        ax.scatter(s, acc[keep], s=4, alpha=0.5, color="#1f77b4", linewidths=0)
-        r = table[label]
-        ax.set_title(f"{label}: rho {r['rho']:+.3f}, tau {r['tau']:+.3f}", fontsize=9)
-        ax.set_xlabel(f"{proxy}" + (" (log10)" if proxy == "synflow" else ""), fontsize=8)
-        ax.set_ylabel("NB201 accuracy (%)", fontsize=8)
-        ax.tick_params(labelsize=7)
-    fig.suptitle(f"{proxy} on {int(np.isfinite(scores).sum())} NB201 cells", fontsize=10)
-    save_figure(fig, path)
-
-
 __all__ = [
     "PUBLISHED_RHO",
     "TARGETS",
@@ -188,7 +162,6 @@ __all__ = [
     "format_markdown",
     "ground_truth",
     "kendall",
-    "plot_scatter",
     "rankdata",
     "sample_cells",
     "spearman",

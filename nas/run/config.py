@@ -8,12 +8,19 @@ expected, raised as the caller's error class.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 SCHEDULES = ("cosine", "step", "linear")
+STAGE_LRS = ("cosine", "reference")  # nas.run.schedules.search_lr_factor
+WANDB_MODES = ("online", "offline", "disabled")  # nas.trackers.WandbTracker
+DEVICE_WORDS = "auto, cpu, cuda or cuda:N"  # nas.distributed.select_device
+AMP_WORDS = "null, bf16 or fp16"  # nas.run.skeleton.autocast_dtype
 
 # Keys that cannot change what a run computes: where it runs (device, memory format,
 # compilation), what it logs and draws, how the data is read. A resume may change them.
@@ -76,15 +83,66 @@ def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or check(v)
 
 
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _device(v: Any) -> bool:
+    """What ``nas.distributed.select_device`` accepts (whether CUDA is there is its question)."""
+    return isinstance(v, str) and (
+        v in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", v) is not None
+    )
+
+
+def _amp(v: Any) -> bool:
+    """What ``nas.run.skeleton.autocast_dtype`` accepts."""
+    return v in (None, "none", "null", "bf16", "fp16") or v is False
+
+
+def _world_size() -> int:
+    """The processes of a torchrun launch (``WORLD_SIZE``; ``nas.distributed.env_from_torchrun``
+    refuses a malformed one), 1 without torchrun."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+_ABSENT = object()
+
+
 class _Checker:
     def __init__(self, cfg: DictConfig, error: type[Exception]) -> None:
         self.cfg = cfg
         self.error = error
 
-    def __call__(self, key: str, ok: Callable[[Any], bool], expected: str) -> None:
-        value = OmegaConf.select(self.cfg, key, default=None)
-        if not ok(value):
+    def __call__(
+        self, key: str, ok: Callable[[Any], bool], expected: str, *, default: Any = None
+    ) -> None:
+        """``key`` must pass ``ok``; an absent key counts as ``default`` (the value the run
+        takes then), or is left alone with ``default=_ABSENT``."""
+        value = OmegaConf.select(self.cfg, key, default=default)
+        if value is not _ABSENT and not ok(value):
             raise self.error(f"{key} must be {expected}, got {value!r}")
+
+
+def _check_where_it_runs(check: _Checker, cfg: DictConfig, error: type[Exception]) -> None:
+    """The keys both loops read through the run skeleton: device, mixed precision, trackers."""
+    check("device", _device, DEVICE_WORDS)
+    check("amp", _amp, AMP_WORDS)
+    if OmegaConf.select(cfg, "amp", default=None) == "fp16" and cfg.device == "cpu":
+        raise error("amp=fp16 needs CUDA; on CPU use amp=bf16 or amp=null")
+    for tracker in ("wandb", "mlflow"):
+        check(f"trackers.{tracker}.enabled", _bool, "true or false", default=_ABSENT)
+    check("trackers.wandb.mode", _optional(lambda v: v in WANDB_MODES),
+          f"{', '.join(WANDB_MODES[:-1])} or {WANDB_MODES[-1]}", default=_ABSENT)  # fmt: skip
+
+
+def _check_data_loading(check: _Checker) -> None:
+    """The data keys the loops read themselves (``nas.data`` checks the data set's own)."""
+    check("data.num_workers", _non_negative_int, "an int >= 0", default=_ABSENT)
+    for key in ("data.pin_memory", "data.download"):
+        check(key, _bool, "true or false", default=_ABSENT)
 
 
 def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError) -> None:
@@ -104,6 +162,35 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
     check("seed", _non_negative_int, "an int >= 0")
     for key in ("resume", "eval", "figures"):
         check(key, lambda v: isinstance(v, bool), "true or false")
+    check("compile", _bool, "true or false", default=False)
+    check("channels_last", lambda v: _bool(v) or v == "auto", "true, false or auto",
+          default="auto")  # fmt: skip
+    check("optimizer.stage_lr", lambda v: v in STAGE_LRS, " or ".join(map(repr, STAGE_LRS)),
+          default="cosine")  # fmt: skip
+    check("space.partial_channels", _optional(_positive_int), "a positive int")
+    micro_batches = OmegaConf.select(cfg, "micro_batches", default=None) or 1
+    pieces = _world_size() * micro_batches
+    if cfg.batch_size < pieces:
+        raise error(
+            f"batch_size={cfg.batch_size} is the global batch; {_world_size()} process(es) x "
+            f"micro_batches={micro_batches} need at least {pieces} images"
+        )
+    from_run = OmegaConf.select(cfg, "from_run", default=None)
+    if from_run is not None:
+        if not isinstance(from_run, str) or not from_run.strip():
+            raise error(
+                f"from_run must be the folder of a finished nas-search run, got {from_run!r}"
+            )
+        folder = Path(from_run).expanduser()
+        if not (folder / "config.yaml").is_file():
+            raise error(
+                f"from_run={folder} holds no config.yaml; expected the folder of a finished "
+                "nas-search run"
+            )
+    _check_where_it_runs(check, cfg, error)
+    _check_data_loading(check)
+    check("data.train_portion", _optional(lambda v: _is_number(v) and 0 < v <= 1),
+          "a number in (0, 1]")  # fmt: skip
     max_items = OmegaConf.select(cfg, "data.max_items", default=None)
     if max_items is not None and (not _positive_int(max_items) or max_items < 2):
         raise error(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
@@ -160,6 +247,27 @@ def validate_train_config(cfg: DictConfig, error: type[Exception] = ValueError) 
     check("ema.decay", in_unit, "a number in (0, 1) or null")
     for key in BOOL_KEYS:
         check(key, lambda v: isinstance(v, bool), "true or false")
+    _check_where_it_runs(check, cfg, error)
+    _check_data_loading(check)
+    check("data.cutout", _optional(_non_negative_int), "an int >= 0 (pixels; 0: none)")
+    check("data.color_jitter", _bool, "true or false", default=_ABSENT)
+    checkpoint = OmegaConf.select(cfg, "checkpoint", default=None)
+    if checkpoint is not None and (not isinstance(checkpoint, str) or not checkpoint.strip()):
+        raise error(
+            f"checkpoint must be a nas-train checkpoint or run folder, or null, got {checkpoint!r}"
+        )
+    if cfg.eval_only and checkpoint is None:
+        raise error(
+            "eval_only=true needs checkpoint=<a nas-train checkpoint or run folder>; got null"
+        )
+    if not cfg.eval_only:
+        genotype = OmegaConf.select(cfg, "genotype", default=None)
+        is_index = isinstance(genotype, int) and not isinstance(genotype, bool)
+        if not is_index and (not isinstance(genotype, str) or not genotype.strip()):
+            raise error(
+                "genotype must be a genotype.json, a nas-search run folder, a published name, "
+                f"genotype text, an NB201 arch string or index, got {genotype!r}"
+            )
     max_items = OmegaConf.select(cfg, "data.max_items", default=None)
     if max_items is not None and (not _positive_int(max_items) or max_items < 2):
         raise error(f"data.max_items must be an int >= 2 or null, got {max_items!r}")
