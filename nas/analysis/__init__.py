@@ -1,5 +1,5 @@
 """nas.analysis: looking at searches after (or while) they run: cell diagrams, weight plots,
-DrNAS concentrations, DARTS-PT traces, NB201 curves, genotype statistics.
+a strategy's concentrations, a selector's decision trace, NB201 curves, genotype statistics.
 
 Analysis layer, after the pipeline (``search_spaces -> nas/supernet -> nas/search ->
 nas/selection -> genotype -> nas/train -> nas/bench``); it only reads run folders and
@@ -29,8 +29,8 @@ from nas.analysis.plots import (
     argmax_shares,
     plot_argmax_ops,
     plot_concentrations,
+    plot_decisions,
     plot_nb201_accuracy,
-    plot_pt_decisions,
     plot_weight_trajectories,
     plot_weights_heatmap,
 )
@@ -72,12 +72,12 @@ __all__ = [
     "plot_cells",
     "plot_collapse",
     "plot_concentrations",
+    "plot_decisions",
     "plot_distance_matrix",
     "plot_nb201_accuracy",
     "plot_nb201_distribution",
     "plot_nb201_search",
     "plot_op_counts",
-    "plot_pt_decisions",
     "plot_search_curves",
     "plot_weight_trajectories",
     "plot_weights_heatmap",

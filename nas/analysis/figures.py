@@ -10,8 +10,10 @@ Analysis layer, after the pipeline. ``write_run_figures(run_dir)`` reads ``metri
 * ``weights_trajectory_<cell type>.png``: every edge's weights over the epochs;
 * ``argmax_ops.png``: the strongest op of every edge per epoch (a skip_connect collapse shows);
 * ``nb201_accuracy.png``: NB201 searches, the benchmark accuracy over the epochs;
-* ``pt_decisions.png``: DARTS-PT selections, the decision trace;
-* ``drnas_concentration.png``: DrNAS searches, the Dirichlet concentrations at the end.
+* ``decisions.png``: runs whose selector logs its decisions (``Selector.decision_event``), the
+  decision trace;
+* ``concentration.png``: runs whose strategy declares concentrations
+  (``SearchStrategy.concentrations_of``), those of the checkpoint's parameters at the end.
 
 A missing artefact only removes the figures that need it; a figure that fails is skipped with
 a warning. Nothing here raises except for a ``run_dir`` that is not a folder.
@@ -28,8 +30,8 @@ from nas.analysis.cells import cell_types, render_cell
 from nas.analysis.plots import (
     plot_argmax_ops,
     plot_concentrations,
+    plot_decisions,
     plot_nb201_accuracy,
-    plot_pt_decisions,
     plot_weight_trajectories,
     plot_weights_heatmap,
 )
@@ -109,20 +111,19 @@ def run_figures(run: RunData) -> list[tuple[str, Callable[[], Figure]]]:
                 ),
             )
         )
-    if run.pt_decisions:
-        metric = "loss" if run._cfg("selection", "criterion") == "loss" else "acc"
-        out.append(
-            ("pt_decisions", lambda: plot_pt_decisions(run.pt_decisions, space, metric=metric))
-        )
-    if run.strategy == "drnas":
+    decisions = run.decisions
+    if decisions:
+        metric = run.decision_metric
+        out.append(("decisions", lambda: plot_decisions(decisions, space, metric=metric)))
+    if run.strategy_class is not None:
 
         def concentration() -> Figure:
             conc = run.concentrations()
             if not conc:
-                raise _Missing("no checkpoint with DrNAS parameters")
+                raise _Missing("no concentrations declared, or no checkpoint")
             return plot_concentrations(conc, space, genotype=genotype)
 
-        out.append(("drnas_concentration", concentration))
+        out.append(("concentration", concentration))
     return out
 
 

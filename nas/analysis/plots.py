@@ -1,5 +1,5 @@
-"""Figures of a search: architecture weights, their trajectories, DrNAS concentrations, the
-DARTS-PT decision trace and NB201 accuracy over the search.
+"""Figures of a search: architecture weights, their trajectories, a strategy's concentrations,
+a selector's decision trace and NB201 accuracy over the search.
 
 Analysis layer, after the pipeline. Each function takes plain data (arrays, the events of
 ``metrics.jsonl``, a ``Space``) and returns a matplotlib ``Figure`` built outside pyplot, so it
@@ -13,11 +13,12 @@ ops], ``weights_TEO`` = [epochs, edges, ops]; edges and ops in the space's order
   a line per op over epochs;
 * argmax share: per epoch, which op wins each edge; the collapse to ``skip_connect`` that
   RobustDARTS / DARTS-PT describe shows as a growing red band;
-* concentrations: DrNAS's Dirichlet ``elu(beta) + 1`` (Chen et al., ICLR 2021, eq. 2) and
-  their sum per edge (how certain the distribution is);
-* PT trace: for each DARTS-PT decision (Wang et al., ICLR 2021, Alg. 1-2) the supernet's
-  accuracy with each candidate removed, the kept op boxed; topology rounds with the removed
-  edge crossed;
+* concentrations: what a strategy that samples its mixing weights declares per op
+  (``SearchStrategy.concentrations_of``, e.g. the Dirichlet's of Chen et al., ICLR 2021, eq. 2)
+  and their sum per edge (how certain the distribution is);
+* decision trace: for each decision a selector logs (``Selector.decision_event``; a projection
+  in the manner of Wang et al., ICLR 2021, Alg. 1-2) the supernet's accuracy or loss with each
+  candidate removed, the kept op boxed; topology rounds with the removed edge crossed;
 * NB201 accuracy: the benchmark accuracy of the argmax cell at every epoch (Dong & Yang,
   ICLR 2020), with the selected cell and the benchmark's best for reference.
 """
@@ -367,7 +368,7 @@ def plot_argmax_ops(
     return fig
 
 
-# ----------------------------------------------------------------------------- DrNAS
+# --------------------------------------------------------------------- concentrations
 
 
 def plot_concentrations(
@@ -377,8 +378,9 @@ def plot_concentrations(
     genotype: AnyGenotype | None = None,
     title: str | None = None,
 ) -> Figure:
-    """DrNAS: the Dirichlet concentration ``elu(beta) + 1`` of every op (pruned ops blank) and,
-    per edge, their sum (the larger, the more certain the edge's distribution)."""
+    """The concentration of every op (``RunData.concentrations``: what the strategy declares,
+    pruned ops blank) and, per edge, their sum (the larger, the more certain the edge's
+    distribution)."""
     family = space_family(space, concentrations)
     cts = list(concentrations)
     num_edges = max(np.asarray(c).shape[0] for c in concentrations.values())
@@ -411,23 +413,27 @@ def plot_concentrations(
         ax_bar.set_xlabel("sum per edge", fontsize=8)
         ax_bar.tick_params(labelsize=7)
         ax_bar.grid(axis="x", alpha=0.3)
-    suptitle(fig, title or "DrNAS Dirichlet concentrations elu(beta) + 1")
+    suptitle(fig, title or "concentrations of the architecture distribution")
     return fig
 
 
-# -------------------------------------------------------------------------- DARTS-PT
+# -------------------------------------------------------------------------- decisions
 
 
-def plot_pt_decisions(
+def plot_decisions(
     decisions: Sequence[Mapping[str, Any]],
     space: Space | None,
     *,
     metric: str = "acc",
     title: str | None = None,
 ) -> Figure:
-    """The DARTS-PT trace: each op decision (rows, in order) with the supernet's ``metric``
-    when each candidate is removed, the kept op boxed; each topology round with the metric
-    when each input edge is removed, the removed edge crossed."""
+    """A selector's decision trace (``RunData.decisions``): each op decision (rows, in order)
+    with the supernet's ``metric`` when each candidate is removed, the kept op boxed; each
+    topology round with the metric when each input edge is removed, the removed edge crossed.
+
+    A decision is a record ``{"kind": "op", "cell_type", "src", "dst", "candidates", <metric>:
+    one value per candidate, "chosen", "projection"}`` or ``{"kind": "edge", "cell_type",
+    "node", "rounds": [{"edges", <metric>: one value per edge, "removed"}], "projection"}``."""
     if metric not in ("acc", "loss"):
         raise ValueError(f"metric must be 'acc' or 'loss', got {metric!r}")
     family = space_family(space, {str(d["cell_type"]) for d in decisions if "cell_type" in d})
@@ -439,7 +445,7 @@ def plot_pt_decisions(
         for k, r in enumerate(d.get("rounds", []))
     ]
     if not op_rows and not topo_rows:
-        raise ValueError("no DARTS-PT decisions to plot")
+        raise ValueError("no op or edge decisions to plot")
     scale = 100.0 if metric == "acc" else 1.0
     unit = "accuracy (%)" if metric == "acc" else "loss"
     space_ops = list(space.ops) if space is not None else []
@@ -506,7 +512,7 @@ def plot_pt_decisions(
             fontsize=9,
         )
         fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02, label=unit)
-    suptitle(fig, title or f"DARTS-PT decisions ({len(decisions)})")
+    suptitle(fig, title or f"selection decisions ({len(decisions)})")
     return fig
 
 
@@ -546,6 +552,8 @@ def plot_nb201_accuracy(
     best cell of the benchmark."""
     from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
+    chosen = f"selected ({selector})" if selector else "selected"
+
     series: dict[str, tuple[list[int], list[float]]] = {}
     for e in epochs:
         for key, value in e.items():
@@ -584,7 +592,7 @@ def plot_nb201_accuracy(
                     markersize=13,
                     color=line.get_color(),
                     markeredgecolor="black",
-                    label=f"selected ({selector or 'final'}), {split}: {final[name]:.2f}",
+                    label=f"{chosen}, {split}: {final[name]:.2f}",
                 )
             if name in best and split == "test":
                 ax.axhline(
@@ -609,8 +617,8 @@ __all__ = [
     "mean_op_weight",
     "plot_argmax_ops",
     "plot_concentrations",
+    "plot_decisions",
     "plot_nb201_accuracy",
-    "plot_pt_decisions",
     "plot_weight_trajectories",
     "plot_weights_heatmap",
     "selected_ops",

@@ -4,9 +4,17 @@ Analysis layer, after the pipeline (``search -> selection -> genotype``): everyt
 what ``nas-search`` wrote and never changes it. A run folder holds ``config.yaml``,
 ``metrics.jsonl`` (events ``step``, ``epoch`` with the argmax ``genotype`` and, for NB201, the
 ``nb201/<dataset>/<split>`` accuracies, ``arch_weights`` with the [edges, ops] weights of every
-cell type each epoch, ``pt_decision``, ``tune``), ``genotype.json`` and
-``checkpoints/last.pt``. Any of them may be missing (a run still going, a folder copied without
-its checkpoint): the loader then leaves the matching fields empty instead of failing.
+cell type each epoch, and whatever the plug-ins log, such as a selector's decisions),
+``genotype.json`` and ``checkpoints/last.pt``. Any of them may be missing (a run still going, a
+folder copied without its checkpoint): the loader then leaves the matching fields empty instead
+of failing.
+
+What is particular to a plug-in is asked of its class, named by the config's ``_target_``
+(``RunData.strategy_class``, ``RunData.selector_class``): the concentrations a strategy declares
+(``SearchStrategy.concentrations_of``), the event a selector logs per decision and what its
+scores measure (``Selector.decision_event``, ``Selector.decision_metric``). Analysis names no
+plug-in; a class that cannot be imported (a user's plug-in not on the path) only removes what it
+would have answered.
 
 Shapes: ``weights_TEO`` = [epochs, edges, ops] (one row per ``arch_weights`` event),
 ``weights_EO`` = [edges, ops].
@@ -21,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from omegaconf import OmegaConf
@@ -35,6 +43,10 @@ from search_spaces.genotype import (
     parse_genotype,
 )
 from search_spaces.space import SPACE_NAMES, Space, get_space
+
+if TYPE_CHECKING:
+    from nas.search.base import SearchStrategy
+    from nas.selection.base import Selector
 
 NB201_KEY_PREFIX = "nb201/"
 
@@ -65,6 +77,22 @@ def read_config(run_dir: str | Path) -> dict[str, Any]:
     except Exception:  # a torn or hand-edited file: analysis goes on without it
         return {}
     return data if isinstance(data, dict) else {}  # type: ignore[return-value]
+
+
+def plugin_class(config: dict[str, Any], group: str) -> type | None:
+    """The class ``config[group]["_target_"]`` names (``group``: ``search`` or ``selection``),
+    imported; None without a ``_target_`` or when it cannot be imported (a user's plug-in not
+    on the path, a module that fails to import). Importing a plug-in usually imports torch."""
+    node = config.get(group) if isinstance(config, dict) else None
+    target = node.get("_target_") if isinstance(node, dict) else None
+    if not isinstance(target, str) or not target:
+        return None
+    from hydra.utils import get_class  # only when a plug-in is asked something
+
+    try:
+        return get_class(target)
+    except Exception:  # not importable here: analysis goes on without what it would answer
+        return None
 
 
 def read_genotype_record(path: str | Path) -> dict[str, Any] | None:
@@ -153,9 +181,25 @@ class RunData:
         name = (self.record or {}).get("selector") or self._cfg("selection", "name")
         if name is None and self.config is not None:
             name = target_name(self.config, "selection") or None
-        if name is None and self.pt_decisions:
-            name = "pt"
         return str(name) if name is not None else None
+
+    @cached_property
+    def strategy_class(self) -> type[SearchStrategy] | None:
+        """The search strategy's class (the config's ``search._target_``), None where it is not
+        recorded or cannot be imported."""
+        from nas.search.base import SearchStrategy
+
+        cls = plugin_class(self.config, "search")
+        return cls if isinstance(cls, type) and issubclass(cls, SearchStrategy) else None
+
+    @cached_property
+    def selector_class(self) -> type[Selector] | None:
+        """The selector's class (the config's ``selection._target_``), None where it is not
+        recorded or cannot be imported."""
+        from nas.selection.base import Selector
+
+        cls = plugin_class(self.config, "selection")
+        return cls if isinstance(cls, type) and issubclass(cls, Selector) else None
 
     @property
     def seed(self) -> int | None:
@@ -171,13 +215,14 @@ class RunData:
     @property
     def method(self) -> str:
         """``<strategy>+<selector>``, e.g. ``darts+pt`` (``fix-alpha`` when alpha was frozen;
-        the components in brackets: ``darts[sdarts_rs]+argmax``)."""
+        the components in brackets: ``darts[sdarts_rs]+argmax``; ``?`` for a part the run
+        does not record)."""
         strategy = self.strategy or "?"
         if self._cfg("search", "fix_alpha"):
             strategy += "(fix-alpha)"
         if self.components:
             strategy += f"[{','.join(self.components)}]"
-        return f"{strategy}+{self.selector or 'argmax'}"
+        return f"{strategy}+{self.selector or '?'}"
 
     def genotype_per_epoch(self) -> list[tuple[int, AnyGenotype]]:
         """(1-based epoch, the argmax genotype logged at its end), for every epoch event."""
@@ -209,8 +254,28 @@ class RunData:
         return self.events_of("epoch")
 
     @property
-    def pt_decisions(self) -> list[dict[str, Any]]:
-        return self.events_of("pt_decision")
+    def decision_event(self) -> str | None:
+        """The event the run's selector logs once per decision (``Selector.decision_event``);
+        None for a selector that logs none, or a run whose selector class is unknown."""
+        cls = self.selector_class
+        event = cls.decision_event if cls is not None else None
+        return event if isinstance(event, str) and event else None
+
+    @property
+    def decisions(self) -> list[dict[str, Any]]:
+        """The selector's logged decisions, in order ([] where it logs none)."""
+        event = self.decision_event
+        return self.events_of(event) if event is not None else []
+
+    @property
+    def decision_metric(self) -> str:
+        """What the decisions' scores measure, ``"acc"`` or ``"loss"``
+        (``Selector.decision_metric`` of the run's ``selection`` config)."""
+        cls = self.selector_class
+        if cls is None:
+            return "acc"
+        node = self._cfg("selection")
+        return str(cls.decision_metric(node if isinstance(node, dict) else {}))
 
     @property
     def last_step(self) -> int:
@@ -279,19 +344,31 @@ class RunData:
     # ----------------------------------------------------------------- checkpoint
 
     def checkpoint_arch(self) -> dict[str, dict[str, np.ndarray]]:
-        """From ``checkpoints/last.pt``: ``{"params": ct -> alpha_EO (DrNAS: beta_EO),
-        "masks": ct -> bool_EO}``; empty dicts when there is no readable checkpoint."""
+        """From ``checkpoints/last.pt``: ``{"params": ct -> the strategy's architecture
+        parameters [edges, ops], "masks": ct -> bool_EO}``; empty dicts when there is no
+        readable checkpoint."""
         return load_checkpoint_arch(self.path / "checkpoints" / "last.pt")
 
     def concentrations(self) -> dict[str, np.ndarray]:
-        """DrNAS: cell type -> Dirichlet concentration ``elu(beta) + 1`` at the end ({} if the
-        run is not DrNAS or has no checkpoint). Pruned ops are NaN."""
-        if self.strategy != "drnas":
+        """Cell type -> the concentrations [edges, ops] the run's strategy declares for its
+        architecture parameters at the end (``SearchStrategy.concentrations_of`` of the
+        checkpoint's); {} where it declares none, its class is unknown or there is no
+        checkpoint. Masked (pruned) ops are NaN."""
+        cls = self.strategy_class
+        if cls is None:
             return {}
         arch = self.checkpoint_arch()
+        if not arch["params"]:
+            return {}
+        import torch  # a strategy's concentrations are a function of tensors
+
         out = {}
-        for ct, beta in arch["params"].items():
-            conc = np.where(beta > 0, beta, np.expm1(np.minimum(beta, 0.0))) + 1.0
+        for ct, params in arch["params"].items():
+            with torch.no_grad():
+                values = cls.concentrations_of(torch.tensor(params))
+            if values is None:
+                return {}
+            conc = values.detach().cpu().double().numpy()
             mask = arch["masks"].get(ct)
             if mask is not None and mask.shape == conc.shape:
                 conc = np.where(mask, conc, np.nan)
@@ -390,6 +467,7 @@ __all__ = [
     "load_checkpoint_arch",
     "load_run",
     "load_runs",
+    "plugin_class",
     "read_config",
     "read_events",
     "read_genotype_record",

@@ -20,7 +20,7 @@ from nas.analysis import (
     op_counts,
     param_count,
     plot_concentrations,
-    plot_pt_decisions,
+    plot_decisions,
     plot_weight_trajectories,
     plot_weights_heatmap,
     render_cell,
@@ -147,7 +147,7 @@ def test_a_run_folder_without_a_known_space_takes_its_family_from_its_artefacts(
     assert RunData(path=tmp_path, config={"space": {"name": "s3"}}).family == "darts"
 
 
-def test_pt_trace_and_concentrations_from_synthetic_data(tmp_path):
+def test_decision_trace_and_concentrations_from_synthetic_data(tmp_path):
     space = get_space("darts")
     decisions = [
         {
@@ -174,10 +174,10 @@ def test_pt_trace_and_concentrations_from_synthetic_data(tmp_path):
             "projection": 14,
         },
     ]
-    plot_pt_decisions(decisions, space).savefig(tmp_path / "pt.png")
+    plot_decisions(decisions, space).savefig(tmp_path / "pt.png")
     assert_real_image(tmp_path / "pt.png")
-    with pytest.raises(ValueError, match="no DARTS-PT decisions"):
-        plot_pt_decisions([], space)
+    with pytest.raises(ValueError, match="no op or edge decisions"):
+        plot_decisions([], space)
     conc = np.exp(np.random.default_rng(1).normal(size=(14, 8)))
     conc[:, 0] = np.nan  # pruned
     plot_concentrations({"normal": conc, "reduce": conc}, space).savefig(tmp_path / "c.png")

@@ -4,7 +4,9 @@ executed top to bottom on those runs (with nbclient and the python3 kernel)."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -12,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import yaml
 from matplotlib.image import imread
 
 from nas.analysis import load_run, load_runs, write_run_figures
@@ -77,8 +81,8 @@ EXPECTED = {
         "weights_trajectory_cell",
         "argmax_ops",
         "nb201_accuracy",
-        "pt_decisions",
-        "drnas_concentration",
+        "decisions",
+        "concentration",
     ],
     "darts-drnas": [
         "cell_normal",
@@ -87,7 +91,7 @@ EXPECTED = {
         "weights_trajectory_normal",
         "weights_trajectory_reduce",
         "argmax_ops",
-        "drnas_concentration",
+        "concentration",
     ],
 }
 
@@ -111,12 +115,13 @@ def test_run_data(runs):
     assert run.arch_weights["normal"].shape == (2, 14, 8)  # [epochs, edges, ops]
     conc = run.concentrations()
     assert set(conc) == {"normal", "reduce"} and np.nanmin(conc["normal"]) > 0
-    assert run.pt_decisions == [] and run.nb201_keys == []
+    assert run.decisions == [] and run.nb201_keys == []
     pt = load_run(runs["nb201-drnas-pt"])
-    assert len(pt.pt_decisions) == 6 and {d["kind"] for d in pt.pt_decisions} == {"op"}
+    assert len(pt.decisions) == 6 and {d["kind"] for d in pt.decisions} == {"op"}
+    assert pt.decision_metric == "acc"
     assert pt.genotype is not None and str(pt.genotype) == pt.record["text"]
     nb = load_run(runs["nb201-darts"])
-    assert nb.nb201_keys and nb.concentrations() == {} and nb.pt_decisions == []
+    assert nb.nb201_keys and nb.concentrations() == {} and nb.decisions == []
     assert len(load_runs(str(runs["nb201-darts"].parent))) == len(RUNS)
 
 
@@ -132,12 +137,112 @@ def test_missing_artefacts_never_raise(runs, tmp_path):
         paths = write_run_figures(partial)  # no genotype.json, no checkpoint
     names = {p.stem for p in paths}
     assert "cell" in names  # the last argmax preview stands in for the missing genotype
-    assert "drnas_concentration" not in names and "weights_final" in names
+    assert "concentration" not in names and "weights_final" in names
     empty = tmp_path / "empty"
     empty.mkdir()
     assert write_run_figures(empty) == []
     with pytest.raises(FileNotFoundError):
         write_run_figures(tmp_path / "nowhere")
+
+
+# A strategy and a selector of a user's own package: analysis knows them only by what their
+# classes declare (config.yaml's ``_target_``), never by a name.
+USER_PLUGINS = """
+import torch
+
+from nas.search.base import SearchStrategy
+from nas.selection.base import Selector
+
+
+class PeakedStrategy(SearchStrategy):
+    @classmethod
+    def concentrations_of(cls, params_EO):
+        return torch.nn.functional.softplus(params_EO) + 0.5
+
+
+class TracingSelector(Selector):
+    decision_event = "my_choice"
+
+    @classmethod
+    def decision_metric(cls, config):
+        return config.get("scored_by", "acc")
+"""
+
+
+def copy_run(src: Path, dst: Path, *, search: str, selection: str, **selection_keys) -> Path:
+    """``src``'s metrics, genotype and checkpoint with a config naming other plug-in classes."""
+    (dst / "checkpoints").mkdir(parents=True)
+    shutil.copy(src / "checkpoints" / "last.pt", dst / "checkpoints" / "last.pt")
+    shutil.copy(src / "genotype.json", dst / "genotype.json")
+    config = yaml.safe_load((src / "config.yaml").read_text())
+    config["search"] = {"_target_": search}
+    config["selection"] = {"_target_": selection, **selection_keys}
+    (dst / "config.yaml").write_text(yaml.safe_dump(config))
+    return dst
+
+
+def test_plugin_declarations_draw_their_figures(runs, tmp_path, monkeypatch):
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "my_nas_plugins.py").write_text(USER_PLUGINS)
+    monkeypatch.syspath_prepend(str(tmp_path / "user"))
+    src = runs["nb201-darts"]  # DARTS + argmax: no concentrations, no decisions of its own
+    run_dir = copy_run(
+        src,
+        tmp_path / "run",
+        search="my_nas_plugins.PeakedStrategy",
+        selection="my_nas_plugins.TracingSelector",
+        scored_by="loss",
+    )
+    # the decision records of the PT run, logged under the user's event name; the PT events
+    # themselves (event "pt_decision") are kept and must not be read
+    pt_events = read_jsonl(runs["nb201-drnas-pt"] / "metrics.jsonl")
+    decisions = [e for e in pt_events if e.get("event") == "pt_decision"]
+    mine = [dict(e, event="my_choice") for e in decisions]
+    lines = [json.dumps(e) for e in read_jsonl(src / "metrics.jsonl") + decisions + mine]
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+    run = load_run(run_dir)
+    assert run.strategy_class.__name__ == "PeakedStrategy"
+    assert run.decision_event == "my_choice" and run.decisions == mine
+    assert run.decision_metric == "loss"
+    params = run.checkpoint_arch()["params"]
+    conc = run.concentrations()
+    assert set(conc) == set(params) == {"cell"}
+    expected = torch.nn.functional.softplus(torch.tensor(params["cell"])).numpy() + 0.5
+    np.testing.assert_allclose(conc["cell"], expected, rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paths = write_run_figures(run_dir)
+    stems = sorted(p.stem for p in paths)
+    assert stems == sorted([*EXPECTED["nb201-darts"], "decisions", "concentration"])
+    assert_real_image(run_dir / "figures" / "decisions.png")
+    assert_real_image(run_dir / "figures" / "concentration.png")
+
+    # classes that are not on the path: nothing is asked, nothing fails
+    lost = copy_run(
+        src, tmp_path / "lost", search="not_installed.Strategy", selection="not_installed.Sel"
+    )
+    (lost / "metrics.jsonl").write_text((run_dir / "metrics.jsonl").read_text())
+    (lost / "genotype.json").unlink()  # its record names the selector that ran
+    run = load_run(lost)
+    assert run.strategy_class is None and run.selector_class is None
+    assert run.concentrations() == {} and run.decisions == [] and run.decision_event is None
+    assert run.selector == "sel" and run.method == "strategy+sel"  # the class names, no guess
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stems = sorted(p.stem for p in write_run_figures(lost))
+    assert stems == sorted(EXPECTED["nb201-darts"])
+    # no config at all: a run that does not record its selector has none
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(runs["nb201-drnas-pt"] / "metrics.jsonl", bare / "metrics.jsonl")
+    run = load_run(bare)
+    assert run.selector is None and run.selector_class is None and run.decisions == []
+    assert run.method == "?+?"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_figures_go_to_tensorboard(runs, tmp_path):
