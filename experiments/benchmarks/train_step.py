@@ -2,8 +2,8 @@
 
 The setting of the DARTS CIFAR-10 recipe: DARTS_V2 in ``NetworkCIFAR`` at C=36, 20 cells, batch
 96, auxiliary head (weight 0.4), drop-path 0.2 (the probability at the end of the ramp), SGD
-momentum 0.9 with weight decay, gradient clipping 5. The protocol of
-``shared/docs/PERFORMANCE.md``: random CIFAR-sized input (3x32x32, 10 classes),
+momentum 0.9 with weight decay, gradient clipping 5. The protocol (that of
+``search_step.py``): random CIFAR-sized input (3x32x32, 10 classes),
 ``torch.set_num_threads(2)``, warm-up steps then the median of timed steps, peak RSS of the
 whole process, one fresh process per configuration.
 

@@ -1,9 +1,8 @@
 """Measure every part of a network layout on this machine: the latency table.
 
-Hardware-aware search (``nas.hardware``). The protocol follows the recommendation of the
-project's hardware notes (ZERO_COST_AND_HARDWARE.md, section 2.2) over the observed ones
-(ProxylessNAS times with ``time.time()`` and no CUDA synchronisation, which measures the
-launch, not the kernel):
+Hardware-aware search (``nas.hardware``). The protocol is our own, preferred over the ones of
+the reference code (mit-han-lab/proxylessnas ``search/run_manager.py:239-245,308-331`` times
+with ``time.time()`` and no CUDA synchronisation, which measures the launch, not the kernel):
 
 * eval mode, ``torch.no_grad``, a fixed dtype and memory format, ``cudnn.benchmark`` fixed;
 * ``warmup`` untimed calls, then ``repeats`` timed calls, each timed on its own: on CUDA with a

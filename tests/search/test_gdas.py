@@ -1,5 +1,6 @@
-"""GDAS: the sampler's known answers (METHODS.md section 1 and its cross-cutting checks), the
-H1 hook of the supernet, the schedule and the order of the steps."""
+"""GDAS: the sampler's known answers (D-X-Y/AutoDL-Projects ``search_model_gdas.py:114-129``:
+one-hot values, draws distributed as softmax(alpha) for any tau), the H1 hook of the supernet,
+the schedule and the order of the steps."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""ReinMax: the estimator's gradient against METHODS.md section 3's formula, its draws, and the
-strategy's one-hot forward."""
+"""ReinMax: the estimator's gradient against the reference's formula (PyPI ``reinmax`` 0.1.0,
+``reinmax/reinmax.py:38-46``), its draws, and the strategy's one-hot forward."""
 
 import pytest
 import torch
