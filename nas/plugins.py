@@ -136,9 +136,8 @@ def plugin_config(group: str, name: str, extra_dirs: list[Path] | None = None) -
             f"{group}={name}: no such {KINDS[group][0]}; the {KINDS[group][0]}s of "
             f"configs/{group}: {', '.join(available(group, extra_dirs))}"
         )
-    node = OmegaConf.load(path)
-    if group == "components":
-        node = node.get(name) if isinstance(node, DictConfig) else None
+    loaded = OmegaConf.load(path)
+    node = loaded.get(name) if group == "components" and isinstance(loaded, DictConfig) else loaded
     if not isinstance(node, DictConfig):
         raise PluginError(f"{path}: expected a mapping with _target_ (the class to build)")
     return node
@@ -150,6 +149,14 @@ def build_plugin(
     """Plug-in ``name`` of ``group`` built from its YAML (``plugin_config``) with ``overrides``
     laid over it, as ``nas-search <group>=<name> <group>.<key>=<value>`` builds it."""
     node = plugin_config(group, name, extra_dirs)
+    for key in [str(k) for k in node]:
+        if OmegaConf.is_interpolation(node, key) and key not in overrides:
+            raw = OmegaConf.to_container(node, resolve=False)
+            value = str(raw.get(key)) if isinstance(raw, dict) else "?"
+            raise PluginError(
+                f"{group}={name}: {key} is {value}, a value of the run's config; pass "
+                f"{key}= to build it alone"
+            )
     if overrides:
         merged = OmegaConf.merge(node, overrides)
         assert isinstance(merged, DictConfig)

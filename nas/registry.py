@@ -1,8 +1,9 @@
-"""Name -> class registries for the toolkit's plug-ins (strategies, selectors, datasets).
+"""Name -> object registries: the datasets (``nas.data.DATASETS``) and the zero-cost proxies
+(``nas.proxies.PROXIES``) are found by name here.
 
-Datasets and proxies are found by name here. Strategies and selectors register too, as a
-catalogue of the toolkit's own (``STRATEGIES``, ``SELECTORS``), but a run builds them from
-their config's ``_target_`` (``nas.plugins``), so a plug-in of one's own needs no registration.
+Search strategies, selectors and search components are not registered anywhere: their YAML
+files (``configs/search``, ``configs/selection``, ``configs/components``) are the one list of
+them and of their defaults, and ``nas.plugins`` builds them from a YAML's ``_target_``.
 Registering the same name twice is a bug and raises at import time.
 """
 
@@ -22,7 +23,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
-        """Decorator: ``@STRATEGIES.register("darts")``. Raises on a duplicate name."""
+        """Decorator: ``@PROXIES.register("naswot")``. Raises on a duplicate name."""
 
         def add(obj: T) -> T:
             if name in self._entries:

@@ -1,9 +1,13 @@
 """Every config composes, and every plug-in config instantiates its class, named by its file."""
 
+import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.utils import get_class
+from omegaconf import OmegaConf
 
 from nas.choices import plugin_name
 from nas.cli.search import CONFIG_DIR
@@ -11,9 +15,9 @@ from nas.data import DATASETS
 from nas.hardware import network_layout
 from nas.hardware.profiler import profile
 from nas.pipeline.search import validate_config
-from nas.plugins import build_selector, build_strategy
-from nas.search import STRATEGIES, SearchStrategy
-from nas.selection import SELECTORS, Selector
+from nas.plugins import available, build_selector, build_strategy, plugin_config
+from nas.search import SearchStrategy
+from nas.selection import Selector
 from search_spaces import SPACE_NAMES
 
 
@@ -40,16 +44,18 @@ def test_space_configs(space):
     assert cfg.space.name == space and space in SPACE_NAMES
 
 
-@pytest.mark.parametrize("search", _options("search"))
+@pytest.mark.parametrize("search", available("search"))
 def test_search_configs_instantiate_their_strategy(search):
     cfg = _compose(f"search={search}")
     strategy = build_strategy(cfg)
     assert isinstance(strategy, SearchStrategy)
     assert plugin_name(cfg, "search") == search
-    assert type(strategy) is STRATEGIES.get(search)
+    assert type(strategy) is get_class(cfg.search._target_)
+    # the config a run composes is the one tests and benchmarks build from (nas.plugins)
+    assert _plain(cfg.search) == _plain(plugin_config("search", search))
 
 
-@pytest.mark.parametrize("selection", _options("selection"))
+@pytest.mark.parametrize("selection", available("selection"))
 def test_selection_configs_instantiate_their_selector(selection, tmp_path):
     extra = []
     if selection == "budget":  # the budget selector needs a table and a budget
@@ -60,7 +66,9 @@ def test_selection_configs_instantiate_their_selector(selection, tmp_path):
     selector = build_selector(cfg)
     assert isinstance(selector, Selector)
     assert plugin_name(cfg, "selection") == selection
-    assert type(selector) is SELECTORS.get(selection)
+    assert type(selector) is get_class(cfg.selection._target_)
+    if not extra:
+        assert _plain(cfg.selection) == _plain(plugin_config("selection", selection))
 
 
 @pytest.mark.parametrize("data", _options("data"))
@@ -94,9 +102,57 @@ def test_drnas_paper_settings_by_name():
     )
 
 
-def test_every_registered_plugin_has_a_config():
-    assert set(STRATEGIES.names()) <= set(_options("search"))
-    assert set(SELECTORS.names()) <= set(_options("selection"))
+def _plain(node: Any) -> Any:
+    """A config node as plain containers, interpolations (``${seed}``) left as written."""
+    return OmegaConf.to_container(node, resolve=False)
+
+
+def _constructor_defaults(cls: type) -> dict[str, Any]:
+    """The keyword parameters of ``cls``'s constructor with their defaults, following
+    ``**kwargs`` that a constructor passes on to its base class's (ReinMax -> GDAS)."""
+    defaults: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        for p in params:
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
+                defaults.setdefault(p.name, p.default)
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return defaults
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal as config values: lists and tuples alike, ints and floats by value."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize(
+    "group,name", [(g, n) for g in ("search", "selection", "components") for n in available(g)]
+)
+def test_yaml_values_are_the_constructor_defaults(group, name):
+    """A plug-in built in Python without a key runs what a run with its YAML runs: every key of
+    the YAML that the constructor also defaults has the same value in both. An interpolation
+    (``seed: ${seed}``, the run's seed) is the run's value, not a default, and is not compared."""
+    values = _plain(plugin_config(group, name))
+    defaults = _constructor_defaults(get_class(values.pop("_target_")))
+    differences = [
+        f"configs/{group}/{name}.yaml: {key}: YAML {value!r}, constructor default {defaults[key]!r}"
+        for key, value in values.items()
+        if key in defaults
+        and not (isinstance(value, str) and value.startswith("${"))
+        and not _same_value(value, defaults[key])
+    ]
+    assert not differences, "\n".join(differences)
 
 
 def test_reference_settings_of_the_fidelity_review():

@@ -86,15 +86,14 @@ def run_child(
 ) -> dict[str, float]:
     import torch
 
+    from nas.plugins import build_plugin
     from nas.search import SearchContext
-    from nas.search.darts import DARTS
-    from nas.selection import PerturbationSelection
     from nas.supernet import build_supernet
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     net = build_supernet("s5", C=16, layers=8, num_classes=10).to(memory_format=torch.channels_last)
-    strategy = DARTS()
+    strategy = build_plugin("search", "darts")  # configs/search/darts.yaml, as nas-search
     strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
     base = rss_mib()
     batches = _batches(num_val_batches, channels_last=True)
@@ -124,7 +123,9 @@ def run_child(
         def broadcast(self, obj):
             return obj
 
-    pt = PerturbationSelection(proj_intv=0, num_val_batches=num_val_batches, reuse_prefix=reuse)
+    pt = build_plugin(
+        "selection", "pt", proj_intv=0, num_val_batches=num_val_batches, reuse_prefix=reuse
+    )
     t0 = time.perf_counter()
     if what == "op":
         pt.project_op(Context(), strategy, cell_type)

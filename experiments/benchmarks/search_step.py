@@ -1,6 +1,6 @@
 """Benchmark: seconds per search step, images/s and peak memory of the supernet search.
 
-The protocol of ``shared/docs/PERFORMANCE.md``: random CIFAR-sized input (3x32x32, 10
+The protocol: random CIFAR-sized input (3x32x32, 10
 classes), ``torch.set_num_threads(2)``, warm-up steps then the median of timed steps, peak RSS
 of the whole process; one fresh process per configuration. A "search step" is an
 architecture step plus a weight step (forward, backward, optimiser step each), as
@@ -23,7 +23,7 @@ round), same threads, batch and shapes; the table gives the best and the median 
         drnas=/tmp/refs/drnas darts-pt=/tmp/refs/darts-pt --rounds 3 [--reference-channels-last]
 
 The references: DARTS rows run quark0/darts ``cnn/``, the NB201 DARTS row darts-pt's
-``nasbench201/`` (the code PERFORMANCE.md's reference figure was measured with), DrNAS rows
+``nasbench201/`` (DARTS on NB201 as darts-pt's code runs it), DrNAS rows
 DrNAS's ``DARTS-space/`` and ``201-space/`` (see ``reference_runs.py``). Memory: the peak RSS of
 the process minus its RSS after the imports, before the supernet is built (the same measure for
 both sides, which import different libraries; ``peak_rss_mib`` in the JSON is the whole process).
@@ -35,8 +35,9 @@ gives the first warm-up step (the cold compile) as ``first_step_s`` beside the t
     python experiments/benchmarks/search_step.py --only darts-darts1 --compile --steps 5
 
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
-own figures are in PERFORMANCE.md. The memory format follows ``nas-search channels_last=auto``
-(NHWC for K=1, NCHW for K > 1); ``--channels-last true|false`` forces one.
+figures come from ``--reference-root drnas=<checkout>``. The memory format follows
+``nas-search channels_last=auto`` (NHWC for K=1, NCHW for K > 1); ``--channels-last
+true|false`` forces one.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def build_ours(
     amp=``), as ``SearchContext.autocast_dtype``."""
     import torch
 
-    from nas.search import STRATEGIES, SearchContext
+    from nas.plugins import build_plugin
+    from nas.search import SearchContext
     from nas.supernet import build_supernet, compile_supernet
 
     space, C, layers, strategy_name, order, k, _, _, _ = SETTINGS[name]
@@ -172,10 +174,11 @@ def build_ours(
     autocast_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
     ctx = SearchContext(net, opt, grad_clip=5.0, autocast_dtype=autocast_dtype)
     if strategy_name not in WHOLE_STEP:
-        strategy = STRATEGIES.get(strategy_name)(order=order)
+        # configs/search/<strategy>.yaml with the row's order: the defaults nas-search runs
+        strategy = build_plugin("search", strategy_name, order=order)
         strategy.attach(ctx)
         return strategy.arch_step, strategy.weight_step
-    whole = STRATEGIES.get(strategy_name)()
+    whole = build_plugin("search", strategy_name)
     whole.attach(ctx)
     seeds = iter(range(10**9))
 
@@ -250,7 +253,7 @@ def run_reference(
 
 def _override_shapes(args: argparse.Namespace) -> None:
     """--C / --layers / --batch (quick checks at a small size) replace every setting's; the
-    reference figures of PERFORMANCE.md no longer apply then."""
+    figures measured at the default sizes no longer compare then."""
     if args.C is None and args.layers is None and args.batch is None:
         return
     for value, flag in ((args.C, "--C"), (args.layers, "--layers"), (args.batch, "--batch")):

@@ -2,7 +2,8 @@
 
 ``nas-plot outputs/nb201-darts/seed0`` writes the run's figures into ``<run>/figures/`` (cell
 diagrams of the selected genotype, weight heat map and trajectories, argmax shares, NB201
-accuracy, DARTS-PT trace, DrNAS concentrations, as far as the run's artefacts allow);
+accuracy, the selector's decision trace, the strategy's concentrations, as far as the run's
+artefacts and plug-ins allow);
 ``nas-plot DARTS_V2``, ``nas-plot '<genotype text or NB201 arch string>'``, an NB201 index or a
 ``genotype.json`` writes the cell diagrams into ``--out`` (default ``figures/``). Cells are drawn
 with graphviz where ``dot`` is installed and with matplotlib otherwise (``--engine``). Bad input
@@ -72,11 +73,13 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
     import numpy as np
     import yaml
 
+    from nas.analysis.run import plugin_class
     from nas.bench.nb201 import NB201
     from nas.hardware.cost import CostModel
     from nas.hardware.pareto import FoundCell, nb201_costs, plot_nb201_front
     from nas.hardware.table import load_table
     from nas.hardware.validate import measure_network
+    from nas.selection.base import Selector
     from search_spaces.nb201 import NUM_ARCHS, arch_to_index, nb201_genotype
 
     if not root.is_dir():
@@ -101,8 +104,15 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
         cfg_file = run / "config.yaml"
         if cfg_file.is_file():
             cfg = yaml.safe_load(cfg_file.read_text()) or {}
-            sel, cost_cfg = cfg.get("selection") or {}, cfg.get("cost") or {}
-            target = sel.get("budget") or (cost_cfg.get("target") if cost_cfg else None)
+            # the selector's hard budget, else the cost term's target (cost=...)
+            selector = plugin_class(cfg, "selection")
+            budget = (
+                selector.cost_budget(cfg.get("selection") or {})
+                if isinstance(selector, type) and issubclass(selector, Selector)
+                else None
+            )
+            cost_cfg = cfg.get("cost") or {}
+            target = budget or (cost_cfg.get("target") if cost_cfg else None)
         measured = None
         if args.measure:
             measured = measure_network(table, nb201_genotype(i)).median_ms

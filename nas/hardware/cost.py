@@ -364,22 +364,22 @@ def budget_argmax_genotype(
     return family_of(space).derive(space, chosen, masks_all)
 
 
-def attach_cost(strategy: Any, cfg: Any) -> CostObjective:
-    """Give ``strategy`` (attached to its supernet) the cost term the ``cost`` config asks
-    for, after checking that the table is of the supernet's space."""
-    objective = build_objective(cfg)
-    space = strategy.supernet.space.name
-    if objective.model.space != space:
+def load_budget(
+    *, table: str | None, budget: float | None, metric: str, force: bool
+) -> tuple[CostModel, float]:
+    """The cost model and budget of a selector's hard budget (``selection.table``,
+    ``selection.budget``, ``selection.metric``, ``selection.force``), each value checked with a
+    one-line ``ValueError``; a latency table must have been measured here unless ``force``."""
+    from nas.hardware.table import METRICS, load_table
+
+    if not table:
+        raise ValueError("selection.table is required: the JSON file nas-profile wrote")
+    if metric not in METRICS:
+        raise ValueError(f"selection.metric {metric!r} is unknown; expected one of {METRICS}")
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise ValueError(
-            f"cost.table {cfg['table']} is a table of the {objective.model.space} space; this "
-            f"search is of {space}: profile {space} (nas-profile space={space})"
+            f"selection.budget must be a positive number ({UNITS[metric]}), got {budget!r}"
         )
-    shapes = strategy.supernet.arch_shapes()
-    for ct, per_op in objective.model.per_op.items():
-        if tuple(shapes.get(ct, ())) != tuple(per_op.shape):
-            raise ValueError(
-                f"cost.table {cfg['table']}: cell {ct!r} has shape {tuple(per_op.shape)}, the "
-                f"supernet's {shapes.get(ct)}"
-            )
-    strategy.cost = objective
-    return objective
+    expect = "here" if metric == "latency" else None
+    model = CostModel.from_table(load_table(table, expect=expect, force=force), metric)
+    return model, float(budget)

@@ -37,24 +37,25 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
-from torch.utils.data import DataLoader
+from omegaconf import DictConfig
 
 from nas import distributed as D
 from nas.analysis import write_run_figures
 from nas.bench import search_log_entry
 from nas.choices import plugin_name
 from nas.data import dataset_info
+from nas.pipeline.resume import check_resumable, from_run
+from nas.pipeline.selection_context import RunSelectionContext
 from nas.plugins import PluginError, build_components, build_selector, build_strategy
 from nas.progress import start_line
-from nas.run.checkpoint import CheckpointError, load_checkpoint, seed_everything
-from nas.run.config import SEARCH_NEUTRAL_KEYS, SEARCH_NEUTRAL_WORDS, validate_search_config
+from nas.run.checkpoint import seed_everything
+from nas.run.config import validate_search_config
 from nas.run.disk import atomic_write_text
 from nas.run.resume import follow_new_schedule
 from nas.run.schedules import search_lr_factor
@@ -65,8 +66,6 @@ from nas.run.seeds import (
     EVAL_EPOCH_BASE,
     EVAL_SPLIT,
     RANK_STRIDE,
-    SELECTION_BASE,
-    SELECTION_SPLIT,
     STEP_DRAWS,
     WEIGHT_SPLIT,
     stream_seed,
@@ -75,8 +74,7 @@ from nas.run.signals import Preempted
 from nas.run.skeleton import Run, to_device
 from nas.search.base import Batch, SearchContext, SearchStrategy, Shards
 from nas.search.data import epoch_loader, epoch_sampler, search_data, start_epoch
-from nas.selection.argmax import Argmax
-from nas.selection.base import Selector
+from nas.selection.base import Selector, derived_genotype
 from nas.supernet import Supernet, build_supernet, compile_supernet
 from search_spaces.genotype import AnyGenotype, NB201Genotype
 from search_spaces.nb201 import arch_to_index
@@ -141,10 +139,13 @@ class SearchRun(Run):
         D.init_distributed(self.env, self.device)
         from_state = None
         if cfg.get("from_run"):
-            cfg, from_state = self.main_then_broadcast(lambda: _from_run(cfg))
+            cfg, from_state = self.main_then_broadcast(lambda: _selection_source(cfg))
         validate_config(cfg)
         self.configure(cfg)
         self._read_settings()
+        # the selector before the resume check, which asks it (and its settings are checked
+        # before any work)
+        self.selector = self._build_selector()
         resume_state = self.main_then_broadcast(self._resume_state)
         if resume_state is None and from_state is not None:
             resume_state = from_state  # select on a finished search's supernet, not search again
@@ -160,7 +161,6 @@ class SearchRun(Run):
         info = self._build_data()
         self.supernet = self._build_supernet(info)
         self._build_optimisers()
-        self.selector = self._build_selector()
 
         self.phase = "search"  # then "select", then "done"
         self._epoch_sums: dict[str, float] = {}
@@ -276,7 +276,7 @@ class SearchRun(Run):
             if self.cfg.get("cost") is not None:  # a hardware-cost term of the architecture loss
                 from nas.search.components.hardware_cost import HardwareCost
 
-                components.append(HardwareCost.from_config(self.cfg.cost))
+                components.append(HardwareCost.from_config(self.cfg.cost, strategy))
             strategy.add_components(components)
         except (ValueError, FileNotFoundError) as e:
             raise SearchError(str(e)) from None
@@ -301,61 +301,10 @@ class SearchRun(Run):
                 f"{self.cfg.space.name} was asked for; resume with the run's own config"
             )
         try:
-            self._check_resumable(state)
+            check_resumable(self, state)
         except ValueError as e:
             raise SearchError(str(e)) from None
         return state
-
-    def _check_resumable(self, state: dict[str, Any]) -> None:
-        """``resume=true`` continues the stopped search or nothing: the same values but for the
-        result-neutral keys (``nas.run.config``), the same batch-norm groups, and ``epochs``
-        changed only where the epochs already started keep their learning rate."""
-        try:
-            self.check_same_values(
-                state, neutral=SEARCH_NEUTRAL_KEYS, neutral_words=SEARCH_NEUTRAL_WORDS
-            )
-        except ValueError as e:
-            raise SearchError(str(e)) from None
-        old = state["config"]
-        old_world = int(state.get("world_size", 1))
-        old_micro = int(old.get("micro_batches") or 1)
-        if old_world * old_micro != self.pieces:
-            pieces = old_world * old_micro
-            fits = pieces % self.env.world_size == 0
-            advice = (
-                f"use micro_batches={pieces // self.env.world_size}"
-                if fits
-                else f"use a number of processes that divides {pieces}"
-            )
-            raise ValueError(
-                f"checkpoint {self.ckpt_path} cut each batch into {pieces} batch-norm groups "
-                f"({old_world} process(es) x micro_batches={old_micro}); {self.env.world_size} "
-                f"process(es) x micro_batches={self.micro_batches} would search differently: "
-                f"{advice}"
-            )
-        if (
-            int(old["epochs"]) != self.epochs
-            and state.get("phase", "search") != "search"
-            and plugin_name(self.cfg, "selection") != "argmax"
-        ):
-            raise ValueError(
-                f"epochs={self.epochs}, but the search in checkpoint {self.ckpt_path} has ended "
-                f"and its {plugin_name(self.cfg, 'selection')} selection begun; resume with "
-                f"epochs={old['epochs']}"
-            )
-        opt = self.cfg.optimizer
-        lr = float(opt.lr)
-
-        def settings(total: int, epoch: int) -> dict[str, float]:
-            factor = search_lr_factor(
-                epochs=total,
-                lr=lr,
-                lr_min=float(opt.lr_min),
-                warmup_epochs=int(opt.get("warmup_epochs", 0) or 0),
-            )
-            return {"learning rate": lr * factor(epoch)}
-
-        self.check_epoch_change(state, settings)
 
     def _register_state(self) -> None:
         """What a checkpoint holds besides the position; loaded in this order (the strategy
@@ -558,63 +507,6 @@ class SearchRun(Run):
         self.step_in_epoch = 0
         return images / max(time.perf_counter() - t0, 1e-9)
 
-    # ------------------------------------------- what the loop lends a fine-tuning selector
-
-    @property
-    def search_lr(self) -> float:
-        return float(self.cfg.optimizer.lr)
-
-    def val_batches(self, *, key: int, limit: int | None) -> Iterator[Batch]:
-        """This rank's micro-batches of the architecture split's global batches, in an order
-        fixed by ``key``, of at most ``limit`` global batches."""
-        it = start_epoch(self.val_loader, self.seed, SELECTION_BASE + key, 0, SELECTION_SPLIT)
-        for i, (batch, size) in enumerate(it):
-            if limit is not None and i >= limit:
-                break
-            yield from self._shards(batch, size).parts
-
-    def train_epoch(self, *, key: int, lr: float, update_arch: bool, desc: str) -> dict[str, float]:
-        """One fine-tuning epoch at learning rate ``lr`` (a selector's tuning between decisions)."""
-        for group in self.weight_optimizer.param_groups:
-            group["lr"] = lr
-        images_per_s = self._train_steps(key=key, update_arch=update_arch, desc=desc)
-        n = self._epoch_sums.get("_n", 1.0)
-        means = {k: v / n for k, v in self._epoch_sums.items() if k != "_n"}
-        if self.logger is not None:
-            self.logger.log(
-                "tune",
-                epoch=self.epoch,
-                step=self.global_step,
-                lr=lr,
-                images_per_s=images_per_s,
-                **means,
-            )
-        return means
-
-    def reset_weight_optimizer(self, lr: float) -> None:
-        """A fresh weight optimiser state (momentum) at learning rate ``lr``."""
-        self.weight_optimizer.state.clear()
-        for group in self.weight_optimizer.param_groups:
-            group["lr"] = lr
-
-    def checkpoint(self) -> None:
-        self._checkpoint()
-
-    def log(self, event: str, **values: Any) -> None:
-        if self.logger is None:
-            return
-        self.logger.log(event, epoch=self.epoch, step=self.global_step, **values)
-        if event == "pt_decision":
-            self.logger.text("pt_decisions", json.dumps(values), self.global_step)
-
-    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """``tensor`` summed over the ranks (a selector's measurements of sharded batches)."""
-        return D.all_reduce_sum(tensor)
-
-    def broadcast(self, obj: Any) -> Any:
-        """Rank 0's ``obj`` on every rank (a selector's decision, taken once)."""
-        return D.broadcast_object(obj)
-
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Loss and accuracy of the deterministic architecture weights on the architecture half,
@@ -692,14 +584,16 @@ class SearchRun(Run):
         print(line, flush=True)
 
     def selector_preview(self) -> AnyGenotype:
-        """The argmax genotype of the current weights, logged every epoch whatever the selector."""
-        return Argmax().select(self.strategy)
+        """The genotype the current weights rank highest, logged every epoch whatever the
+        selector (``nas.selection.base.derived_genotype``)."""
+        return derived_genotype(self.strategy)
 
     def _select(self) -> AnyGenotype:
         self.phase = "select"
         self._check_in_sync()
+        context = RunSelectionContext(self)
         genotype = self.selector.select(
-            self.strategy, _batches(self.val_loader, self), context=self
+            self.strategy, context.val_batches(key=0, limit=None), context=context
         )
         genotype = D.broadcast_object(genotype)  # one genotype, rank 0's, whatever happened
         self.phase = "done"
@@ -720,49 +614,11 @@ class SearchRun(Run):
         return genotype
 
 
-def _from_run(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
-    """The config and final checkpoint of a finished search, to select on its supernet.
-
-    The finished run's own config is kept (space, strategy, data, seed, schedule); the
-    current ``selection`` replaces its selector."""
-    folder = Path(str(cfg.from_run)).expanduser()
-    if not (folder / "config.yaml").is_file():
-        raise SearchError(
-            f"from_run={folder} holds no config.yaml; expected the folder of a finished "
-            "nas-search run"
-        )
+def _selection_source(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
     try:
-        state = load_checkpoint(folder / "checkpoints" / "last.pt", kind="search")
-    except CheckpointError as e:
+        return from_run(cfg)
+    except ValueError as e:
         raise SearchError(str(e)) from None
-    base = OmegaConf.load(folder / "config.yaml")
-    assert isinstance(base, DictConfig)
-    if int(state["epoch"]) < int(base.epochs):
-        raise SearchError(
-            f"the search in {folder} stopped at epoch {state['epoch']} of {base.epochs}; "
-            "finish it with resume=true first"
-        )
-    merged = OmegaConf.merge(
-        base,
-        {
-            "selection": OmegaConf.to_container(cfg.selection, resolve=True),
-            "resume": cfg.resume,
-            "from_run": str(folder),
-            "eval": cfg.get("eval", True),
-            "log_every": cfg.log_every,
-        },
-    )
-    assert isinstance(merged, DictConfig)
-    # the finished search's supernet, strategy and optimiser, before any selection
-    state = {**state, "phase": "search", "step_in_epoch": 0}
-    return merged, state
-
-
-def _batches(loader: DataLoader[Any], run: SearchRun) -> Iterator[Batch]:
-    """This rank's micro-batches of the architecture split (``val_data`` of a selector)."""
-    it = start_epoch(loader, run.seed, SELECTION_BASE, 0, SELECTION_SPLIT)
-    for batch, size in it:
-        yield from run._shards(batch, size).parts
 
 
 def nb201_accuracies(genotype: AnyGenotype) -> dict[str, float]:

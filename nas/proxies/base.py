@@ -76,6 +76,18 @@ class Proxy(abc.ABC):
     name: ClassVar[str]
     data: ClassVar[DataSpec] = DataSpec()
     shared_pass: ClassVar[str | None] = None
+    #: how Zero-Cost-PT (``selection=zc``) scores the removal of an op from an edge: "uniform"
+    #: sets the edge's weights to 1/|ops| and then removes the op (its ``pt_project`` for the
+    #: proxies in general), "remove" only zeroes the op's weight
+    removal: ClassVar[str] = "uniform"
+
+    @classmethod
+    def selection_options(cls, *, supernet: bool) -> dict[str, Any]:
+        """Default options of the proxy in Zero-Cost-PT, when it scores mixing-weight
+        variants of a supernet (``supernet``) or the networks of post-validation; the
+        selection's own ``proxy_options`` win."""
+        del supernet
+        return {}
 
     @abc.abstractmethod
     def score(self, net: Scorable, x: Tensor, y: Tensor | None) -> float:
@@ -88,15 +100,21 @@ class Proxy(abc.ABC):
 PROXIES: Registry[type[Proxy]] = Registry("proxy")
 
 
+def proxy_class(name: str) -> type[Proxy]:
+    """The proxy class registered as ``name`` (a one-line ``ProxyError`` for unknown names).
+
+    Every proxy is registered by then: importing any module of ``nas.proxies`` runs the
+    package's ``__init__`` first, which imports each proxy's module."""
+    try:
+        return PROXIES.get(name)
+    except ValueError as e:
+        raise ProxyError(str(e)) from None
+
+
 def get_proxy(name: str, **options: Any) -> Proxy:
     """An instance of the proxy registered as ``name`` with keyword ``options`` (a one-line
     error for unknown names and options)."""
-    import nas.proxies  # noqa: F401  (registers every proxy)
-
-    try:
-        cls = PROXIES.get(name)
-    except ValueError as e:
-        raise ProxyError(str(e)) from None
+    cls = proxy_class(name)
     try:
         return cls(**options)
     except TypeError:

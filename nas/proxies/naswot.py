@@ -158,6 +158,13 @@ def logdet(kernel: np.ndarray) -> float:
 class NASWOT(Proxy):
     name = "naswot"
     data = DataSpec(kind="data", batch_size=128, augment=False)
+    removal = "remove"  # Zero-Cost-PT's naswot branch: only the op's weight zeroed
+
+    @classmethod
+    def selection_options(cls, *, supernet: bool) -> dict[str, Any]:
+        # Zero-Cost-PT scores in eval() (op_score.py, Scorers/scorer.py): BN with the untrained
+        # running statistics; on the supernet, zero-weight ops still count their ReLUs
+        return {"bn": "eval", "zero_ops_run": supernet}
 
     def __init__(self, *, bn: str = "train", zero_ops_run: bool = True) -> None:
         self.bn = bn

@@ -1,6 +1,6 @@
-"""nas.search: search strategies (registered by name) and the search loop."""
+"""nas.search: search strategies and the search loop."""
 
-from nas.search.base import STRATEGIES, SearchContext, SearchStrategy, Shards
+from nas.search.base import SearchContext, SearchStrategy, Shards
 from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
 from nas.search.gdas import GDAS
@@ -11,7 +11,6 @@ from nas.search.snas import SNAS
 __all__ = [
     "DARTS",
     "GDAS",
-    "STRATEGIES",
     "RSWS",
     "ReinMax",
     "SNAS",

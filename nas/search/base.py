@@ -35,13 +35,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from nas import distributed as D
-from nas.registry import Registry
 from nas.search.components.base import Component
 from nas.supernet import ArchWeights, Supernet
 
 Batch = tuple[Tensor, Tensor]
-
-STRATEGIES: Registry[type[SearchStrategy]] = Registry("search strategy")
 
 
 @dataclass
@@ -106,11 +103,18 @@ class SearchStrategy(nn.Module, abc.ABC):
     """
 
     name: ClassVar[str]
-    #: how the mixing weights come from the architecture parameters: "logits" (a softmax that
-    #: a component may replace: DARTS), "dirichlet" (DrNAS's samples), "gumbel_hard" (GDAS),
-    #: "reinmax", "gumbel_soft" (SNAS), "uniform" (RS-WS: no parameters), or None (unknown to
-    #: components, which then refuse what needs the answer)
-    mixing_kind: ClassVar[str | None] = None
+    #: how the mixing weights come from the architecture parameters, in words (for messages)
+    mixing: ClassVar[str] = "mixing weights of its own making"
+    #: what the strategy's steps do with the components' hooks
+    #: (``nas.search.components.base.CAPABILITIES``): the base class's steps call every hook
+    #: but ``mixing`` (a strategy says "softmax" where its weights go through ``mix``); a
+    #: strategy whose own ``step`` skips a hook must leave that capability out, and the
+    #: components that need it are then refused before the run (``add_components``)
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"arch_params", "arch_penalty", "direct_params", "perturb", "weight_grads"}
+    )
+    #: per capability the strategy lacks, a hint appended to the refusal (what to use instead)
+    refusal_hints: ClassVar[dict[str, str]] = {}
     #: True for a strategy that trains weights and architecture on the training batch alone
     #: (SNAS): its steps report no validation metrics
     single_level: ClassVar[bool] = False
@@ -175,6 +179,7 @@ class SearchStrategy(nn.Module, abc.ABC):
             raise RuntimeError("components are added before the strategy is attached")
         everything = [*self.components, *components]
         for c in everything:
+            c.check_strategy(self)  # the capabilities its hooks need
             c.check(self, [o for o in everything if o is not c])
         replacing = [c.name or type(c).__name__ for c in everything if c.replaces_mixing]
         if len(replacing) > 1:
@@ -185,6 +190,11 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     def component_list(self) -> list[Component]:
         return list(self.components)  # type: ignore[arg-type]
+
+    def has(self, capability: str) -> bool:
+        """Whether this strategy, with its settings, does what ``capability`` says
+        (``capabilities``; a strategy whose settings change it overrides this)."""
+        return capability in self.capabilities
 
     @property
     def mixing_on_simplex(self) -> bool:
@@ -209,26 +219,6 @@ class SearchStrategy(nn.Module, abc.ABC):
         for c in self.component_list():
             c.begin_epoch(epoch)
 
-    @property
-    def cost(self) -> Any:
-        """The hardware-cost objective (``nas.hardware.cost.CostObjective``) of the cost
-        component, if one is composed; setting it composes (or removes) that component."""
-        from nas.search.components.hardware_cost import HardwareCost
-
-        for c in self.component_list():
-            if isinstance(c, HardwareCost):
-                return c.objective
-        return None
-
-    @cost.setter
-    def cost(self, objective: Any) -> None:
-        from nas.search.components.hardware_cost import HardwareCost
-
-        kept = [c for c in self.component_list() if not isinstance(c, HardwareCost)]
-        self.components = nn.ModuleList(kept)
-        if objective is not None:
-            self.components.append(HardwareCost(objective=objective))
-
     # ----------------------------------------------------------------------------- set-up
 
     def attach(self, ctx: SearchContext, *, generator: torch.Generator | None = None) -> None:
@@ -239,7 +229,7 @@ class SearchStrategy(nn.Module, abc.ABC):
             init = self.init_scale * torch.randn(num_edges, num_ops, generator=generator)
             self.arch_params[cell_type] = nn.Parameter(init.to(device))
         for c in self.component_list():
-            c.attach(self)
+            c.attach(self, ctx)
         self.arch_optimizer = torch.optim.Adam(
             self.arch_parameters(),
             lr=self.arch_lr,

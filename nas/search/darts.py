@@ -24,16 +24,17 @@ import torch
 from torch import Tensor
 
 from nas import distributed as D
-from nas.search.base import STRATEGIES, Batch, SearchStrategy, Shards, _zeros_for_none
+from nas.search.base import Batch, SearchStrategy, Shards, _zeros_for_none
 from nas.supernet import ArchWeights
 
 
-@STRATEGIES.register("darts")
 class DARTS(SearchStrategy):
     """DARTS with ``order`` 1 (first-order approximation) or 2 (unrolled)."""
 
     name = "darts"
-    mixing_kind = "logits"
+    mixing = "a softmax of logits"
+    capabilities = SearchStrategy.capabilities | {"softmax"}
+    refusal_hints = {"direct_params": " (search.order=1)"}
 
     def __init__(
         self,
@@ -59,6 +60,12 @@ class DARTS(SearchStrategy):
             raise ValueError(f"search.order must be 1 or 2, got {order!r}")
         self.order = order
         self.unrolled_r = float(unrolled_r)
+
+    def has(self, capability: str) -> bool:
+        # the unrolled (second-order) gradient carries only the mixing weights
+        if capability == "direct_params" and self.order != 1:
+            return False
+        return super().has(capability)
 
     def strategy_weights(self, *, sample: bool) -> ArchWeights:
         # DARTS is deterministic: `sample` changes nothing.

@@ -33,7 +33,6 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from nas.search.base import STRATEGIES
 from nas.search.darts import DARTS
 from nas.supernet import ArchWeights
 
@@ -120,12 +119,12 @@ def _parse_stages(stages: Any) -> list[Stage]:
     return out
 
 
-@STRATEGIES.register("drnas")
 class DrNAS(DARTS):
     """DrNAS (first order by default; ``order=2`` uses the unrolled DARTS gradient)."""
 
     name = "drnas"
-    mixing_kind = "dirichlet"
+    mixing = "Dirichlet samples"
+    capabilities = DARTS.capabilities - {"softmax"}
 
     @classmethod
     def concentrations_of(cls, params_EO: Tensor) -> Tensor:
@@ -136,7 +135,7 @@ class DrNAS(DARTS):
         self,
         *,
         order: int = 1,
-        arch_lr: float = 6e-4,
+        arch_lr: float = 3e-4,
         arch_betas: tuple[float, float] | list[float] = (0.5, 0.999),
         arch_weight_decay: float = 1e-3,
         init_scale: float = 1e-3,

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nas.search.base import STRATEGIES, Batch, Shards
+from nas.search.base import Batch, Shards
 from nas.search.sampling import SamplingStrategy, check_tau, gumbel, linear_tau
 from nas.supernet import ArchWeights
 
@@ -61,12 +61,11 @@ def gdas_sample(alpha: Tensor, tau: float, generator: torch.Generator) -> tuple[
     )
 
 
-@STRATEGIES.register("gdas")
 class GDAS(SamplingStrategy):
     """GDAS: hard Gumbel-softmax samples, weight step then architecture step."""
 
     name = "gdas"
-    mixing_kind = "gumbel_hard"
+    mixing = "hard Gumbel-softmax samples"
 
     def __init__(
         self,

@@ -28,7 +28,6 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from nas.search.base import STRATEGIES
 from nas.search.gdas import GDAS
 from nas.supernet import ArchWeights
 
@@ -71,12 +70,11 @@ def reinmax_sample(
     return d, pi0
 
 
-@STRATEGIES.register("reinmax")
 class ReinMax(GDAS):
     """GDAS's loop and schedule with ReinMax's one-hot samples and gradient."""
 
     name = "reinmax"
-    mixing_kind = "reinmax"
+    mixing = "ReinMax's one-hot samples"
 
     def __init__(self, *, unselected_scalars: bool | None = True, **settings: Any) -> None:
         # GDAS's settings; only the default of the unselected ops' scalar terms differs (on in

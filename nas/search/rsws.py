@@ -26,14 +26,12 @@ scores random architectures on the architecture split.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from nas.search.base import STRATEGIES, Batch, SearchContext, Shards
-from nas.search.components.base import Component
+from nas.search.base import Batch, SearchContext, Shards
 from nas.search.sampling import SamplingStrategy
 from nas.supernet import ArchWeights, Supernet
 from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
@@ -90,12 +88,13 @@ def genotype_of(space: Space, arch: Arch) -> AnyGenotype:
     return genotype
 
 
-@STRATEGIES.register("rsws")
 class RSWS(SamplingStrategy):
     """Supernet training on uniformly sampled architectures; no architecture parameters."""
 
     name = "rsws"
-    mixing_kind = "uniform"  # one-hot uniform draws, no parameters at all
+    mixing = "uniform one-hot draws, with no architecture parameters"
+    # only the weight step, on the drawn one-hot weights
+    capabilities = frozenset({"perturb"})
 
     def __init__(self, *, grad_clip: float | None = 0.25) -> None:
         # the base class's architecture optimiser settings are unused: there is nothing to train
@@ -109,22 +108,14 @@ class RSWS(SamplingStrategy):
         self.grad_clip = None if grad_clip is None else float(grad_clip)
         self.fix_alpha = True  # no architecture steps (and the loop's update_arch is false)
 
-    def add_components(self, components: Sequence[Component]) -> None:
-        """Refused: every component acts on architecture weights or their gradient step, and
-        RS-WS has neither (its one-hot samples are uniform)."""
-        if components:
-            names = ", ".join(c.name or type(c).__name__ for c in components)
-            raise ValueError(
-                f"search=rsws samples uniformly with no architecture parameters, so components "
-                f"({names}) have nothing to act on; drop them or choose another strategy"
-            )
-
     def attach(self, ctx: SearchContext, *, generator: torch.Generator | None = None) -> None:
         """No architecture parameters or optimiser; the weight step clips at ``grad_clip``."""
         del generator
         if self.grad_clip is not None:
             ctx = dataclasses.replace(ctx, grad_clip=self.grad_clip)
         self._ctx = ctx
+        for c in self.component_list():
+            c.attach(self, ctx)
         self.arch_optimizer = None
 
     def strategy_weights(self, *, sample: bool) -> ArchWeights:
@@ -150,18 +141,6 @@ class RSWS(SamplingStrategy):
 
     def updates_arch(self, epoch: int) -> bool:
         return False
-
-    @property
-    def cost(self) -> Any:
-        return None
-
-    @cost.setter
-    def cost(self, value: Any) -> None:
-        if value is not None:  # nas.hardware.cost.attach_cost: refuse instead of ignoring it
-            raise ValueError(
-                "search=rsws has no architecture loss for a hardware-cost term (cost=...): "
-                "it samples architectures uniformly"
-            )
 
     def arch_parameters(self) -> list[nn.Parameter]:
         return []

@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from nas import distributed as D
-from nas.search.base import STRATEGIES, Batch, Shards, _zeros_for_none
+from nas.search.base import Batch, Shards, _zeros_for_none
 from nas.search.sampling import SamplingStrategy, check_tau, gumbel
 from nas.supernet import ArchWeights
 from nas.supernet.mixed_op import MixedOp
@@ -79,12 +79,14 @@ def op_cost(op: str, C: int, h: int, stride: int) -> tuple[float, float, float]:
     raise ValueError(f"SNAS's resource penalty has no cost for operation {op!r}")
 
 
-@STRATEGIES.register("snas")
 class SNAS(SamplingStrategy):
     """SNAS: soft Gumbel-softmax samples, single-level joint training, optional resources."""
 
     name = "snas"
-    mixing_kind = "gumbel_soft"
+    mixing = "soft Gumbel-softmax samples, trained in one single-level step"
+    # the joint step: one backward for weights and alpha, on the (unperturbed) sample
+    capabilities = frozenset({"arch_params", "arch_penalty", "direct_params"})
+    refusal_hints = {"weight_grads": "; its own cost term is search.resource_penalty=log|linear"}
     single_level = True  # no architecture-split batches: only training metrics
 
     def __init__(
@@ -218,20 +220,6 @@ class SNAS(SamplingStrategy):
 
     def updates_arch(self, epoch: int) -> bool:
         return not self.fix_alpha
-
-    @property
-    def cost(self) -> Any:
-        return None
-
-    @cost.setter
-    def cost(self, value: Any) -> None:
-        if value is not None:  # nas.hardware.cost.attach_cost: refuse instead of ignoring it
-            raise ValueError(
-                "search=snas has no hardware-cost term of the architecture loss (cost=...): "
-                "its single-level step takes none; use search.resource_penalty=log|linear"
-            )
-
-    # ----------------------------------------------------------- resource penalty
 
     def _cell_costs(self) -> dict[str, list[Tensor]]:
         """Per cell type, per cell: [edges, ops, 3] size / flops / mac from each edge's

@@ -1,7 +1,7 @@
 """nas.selection: selectors that turn a trained supernet into a genotype."""
 
 from nas.selection.argmax import Argmax, argmax_genotype
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import Selector
 from nas.selection.budget import BudgetArgmax
 from nas.selection.gdas_topk import GDASTopK
 from nas.selection.perturbation import PerturbationSelection, evaluate_variants
@@ -10,7 +10,6 @@ from nas.selection.threshold import Threshold
 from nas.selection.zero_cost import ZeroCostSelection
 
 __all__ = [
-    "SELECTORS",
     "Argmax",
     "BudgetArgmax",
     "GDASTopK",

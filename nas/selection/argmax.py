@@ -11,14 +11,11 @@ included (as DrNAS and the benchmark's own DARTS code derive it). Masked-out ops
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-import torch
 from torch import Tensor
 
 from nas.search.base import Batch, SearchStrategy
-from nas.selection.base import SELECTORS, Selector
-from search_spaces.families import family_of
+from nas.selection.base import SelectionContext, Selector, derive_genotype, derived_genotype
 from search_spaces.genotype import AnyGenotype
 from search_spaces.space import Space
 
@@ -27,25 +24,21 @@ def argmax_genotype(
     space: Space, weights: dict[str, Tensor], masks: dict[str, Tensor]
 ) -> AnyGenotype:
     """The argmax genotype of ``weights`` (cell type -> [edges, ops]) in ``space`` (the
-    derivation rule is the space family's: ``search_spaces.families``)."""
-    return family_of(space).derive(space, weights, masks)
+    derivation rule is the space family's: ``nas.selection.base.derive_genotype``)."""
+    return derive_genotype(space, weights, masks)
 
 
-@SELECTORS.register("argmax")
 class Argmax(Selector):
     """Argmax of the strategy's deterministic architecture weights (a DrNAS mean, a softmax)."""
 
     name = "argmax"
+    selects_from_weights = True
 
     def select(
         self,
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
-        with torch.no_grad():
-            weights = strategy.derivation_weights()
-        supernet = strategy.supernet
-        masks = {ct: supernet.op_mask(ct) for ct in weights}
-        return argmax_genotype(supernet.space, weights, masks)
+        return derived_genotype(strategy)

@@ -2,29 +2,107 @@
 
 Fourth stage of the pipeline (``nas.selection``). Selectors never live inside a strategy, so
 any selector works with any strategy (DrNAS + perturbation selection included).
+
+A selector that measures or fine-tunes the supernet gets the search run's ``SelectionContext``
+(implemented by one adapter, ``nas.pipeline.selection_context``); a selector declares what the
+run and the analysis need to know of it (``selects_from_weights``, ``decision_event``), so
+nothing outside its own files names it.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ClassVar, Protocol
 
-from nas.registry import Registry
+import torch
+
 from nas.search.base import Batch, SearchStrategy
+from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype
+from search_spaces.space import Space
 
-SELECTORS: Registry[type[Selector]] = Registry("selector")
+
+class SelectionContext(Protocol):
+    """What the search run lends a selector that measures or fine-tunes the supernet.
+
+    Data: ``val_batches`` yields this process's micro-batches (``micro_batches`` per global
+    batch) of the architecture split in an order fixed by ``key``. Training: ``train_epoch``
+    takes one epoch of the search's own steps at learning rate ``lr`` (``search_lr`` is the
+    search's), ``reset_weight_optimizer`` clears its momentum. Progress: ``checkpoint`` writes
+    the run's checkpoint (the selector's ``state_dict`` included), ``log`` an event of the
+    run's log. Several processes: ``all_reduce_sum`` sums a tensor over them, ``broadcast``
+    hands rank 0's object to all. ``epochs`` and ``steps_per_epoch`` are the search's.
+    """
+
+    @property
+    def search_lr(self) -> float: ...
+
+    @property
+    def micro_batches(self) -> int: ...
+
+    @property
+    def epochs(self) -> int: ...
+
+    @property
+    def steps_per_epoch(self) -> int: ...
+
+    def val_batches(self, *, key: int, limit: int | None) -> Iterator[Batch]: ...
+
+    def train_epoch(
+        self, *, key: int, lr: float, update_arch: bool, desc: str
+    ) -> dict[str, float]: ...
+
+    def reset_weight_optimizer(self, lr: float) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+    def log(self, event: str, **values: Any) -> None: ...
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
+
+    def broadcast(self, obj: Any) -> Any: ...
+
+
+def derive_genotype(
+    space: Space, weights: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor]
+) -> AnyGenotype:
+    """The genotype that ``weights`` (cell type -> [edges, ops]) rank highest in ``space``,
+    masked-out ops excluded, by the derivation rule of the space's family
+    (``search_spaces.families``)."""
+    return family_of(space).derive(space, weights, masks)
+
+
+def derived_genotype(strategy: SearchStrategy) -> AnyGenotype:
+    """The genotype the strategy's derivation weights rank highest (``derive_genotype``):
+    what the run logs every epoch, whatever the selector."""
+    with torch.no_grad():
+        weights = strategy.derivation_weights()
+    supernet = strategy.supernet
+    masks = {ct: supernet.op_mask(ct) for ct in weights}
+    return derive_genotype(supernet.space, weights, masks)
 
 
 class Selector(abc.ABC):
     """Derives the discrete architecture from a supernet and its strategy."""
 
     name: ClassVar[str]
-    #: the event the selector logs once per decision it takes (a record with ``cell_type``,
-    #: ``edge`` and per-candidate ``scores``; analysis draws them as a decision trace and the
-    #: run also writes them as TensorBoard text), or None for a selector that decides at once
+    #: True for a selector whose genotype is a function of the final architecture weights
+    #: alone, taken at once without progress of its own (argmax and its variants): a search
+    #: whose selection has begun may then still be given more epochs on resume
+    selects_from_weights: ClassVar[bool] = False
+    #: the event the selector logs once per decision it takes (a record of what was decided,
+    #: the candidates and their scores; ``nas.analysis.plots.plot_decisions`` reads DARTS-PT's
+    #: form), drawn by the analysis as a decision trace and written as TensorBoard text by
+    #: the run; None for a selector that decides at once
     decision_event: ClassVar[str | None] = None
+
+    @classmethod
+    def cost_budget(cls, config: Mapping[str, Any]) -> float | None:
+        """The hard cost budget the selector's config ``config`` imposes on the genotype (in
+        its table's unit), or None: what a Pareto figure marks as a run's target."""
+        del config
+        return None
 
     @classmethod
     def decision_metric(cls, config: Mapping[str, Any]) -> str:
@@ -39,11 +117,11 @@ class Selector(abc.ABC):
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
         """The genotype. ``val_data`` is the architecture split, for selectors that measure;
-        ``context`` is what the search loop lends selectors that fine-tune
-        (``nas.selection.perturbation.SelectionContext``)."""
+        ``context`` is what the search run lends selectors that measure or fine-tune (None
+        outside a run: a notebook, a test)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Progress to put in a checkpoint (a selector that takes many steps resumes from it)."""

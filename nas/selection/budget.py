@@ -11,23 +11,27 @@ bind it is the plain argmax.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
-from nas.hardware.cost import UNITS, CostModel, budget_argmax_genotype
-from nas.hardware.table import METRICS, load_table
+from nas.hardware.cost import UNITS, budget_argmax_genotype, load_budget
 from nas.search.base import Batch, SearchStrategy
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import SelectionContext, Selector
 from search_spaces.genotype import AnyGenotype
 
 
-@SELECTORS.register("budget")
 class BudgetArgmax(Selector):
     """Argmax restricted to networks with table cost <= ``budget``."""
 
     name = "budget"
+    selects_from_weights = True
+
+    @classmethod
+    def cost_budget(cls, config: Mapping[str, Any]) -> float | None:
+        budget = config.get("budget")
+        return None if budget is None else float(budget)
 
     def __init__(
         self,
@@ -37,17 +41,9 @@ class BudgetArgmax(Selector):
         metric: str = "latency",
         force: bool = False,
     ) -> None:
-        if not table:
-            raise ValueError("selection.table is required: the JSON file nas-profile wrote")
-        if metric not in METRICS:
-            raise ValueError(f"selection.metric {metric!r} is unknown; expected one of {METRICS}")
-        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
-            raise ValueError(
-                f"selection.budget must be a positive number ({UNITS[metric]}), got {budget!r}"
-            )
-        expect = "here" if metric == "latency" else None
-        self.model = CostModel.from_table(load_table(table, expect=expect, force=force), metric)
-        self.budget = float(budget)
+        self.model, self.budget = load_budget(
+            table=table, budget=budget, metric=metric, force=force
+        )
         self.last_cost: float | None = None
 
     def select(
@@ -55,7 +51,7 @@ class BudgetArgmax(Selector):
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
         supernet = strategy.supernet
         if supernet.space.name != self.model.space:

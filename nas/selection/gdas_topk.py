@@ -13,13 +13,11 @@ there, as the reference (``search_model_gdas.py:101-112``). Masked-out ops never
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
 from nas.search.base import Batch, SearchStrategy
-from nas.selection.argmax import argmax_genotype
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import SelectionContext, Selector, derive_genotype
 from search_spaces.genotype import AnyGenotype, DartsGenotype
 from search_spaces.space import CellSpace
 
@@ -44,19 +42,19 @@ def top_pairs(cell: CellSpace, w_EO: torch.Tensor, mask_EO: torch.Tensor, k: int
     return pairs
 
 
-@SELECTORS.register("gdas_topk")
 class GDASTopK(Selector):
     """GDAS's derivation (the reference's DARTS-space ``genotype()``) of any strategy's
     weights."""
 
     name = "gdas_topk"
+    selects_from_weights = True
 
     def select(
         self,
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
         with torch.no_grad():
             weights = strategy.derivation_weights()
@@ -64,7 +62,7 @@ class GDASTopK(Selector):
         space = supernet.space
         masks = {ct: supernet.op_mask(ct) for ct in weights}
         if not space.selects_inputs:
-            return argmax_genotype(space, weights, masks)
+            return derive_genotype(space, weights, masks)
         cells = {}
         for ct in ("normal", "reduce"):
             cell = space.cells[ct]

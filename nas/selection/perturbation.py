@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
@@ -49,34 +49,10 @@ from torch.nn import functional as F
 
 from nas.run.seeds import PT_DECISION_STRIDE, PT_TUNE_BASE, VARIANT_BATCH_STRIDE
 from nas.search.base import Batch, SearchStrategy
-from nas.selection.argmax import argmax_genotype
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import SelectionContext, Selector, derive_genotype
 from nas.selection.projection import EdgeProjection, install
 from nas.supernet import ArchWeights, Supernet
 from search_spaces.genotype import AnyGenotype
-
-
-class SelectionContext(Protocol):
-    """What the search loop lends a selector that fine-tunes and measures the supernet."""
-
-    search_lr: float
-    step_in_epoch: int
-
-    def val_batches(self, *, key: int, limit: int | None) -> Iterator[Batch]: ...
-
-    def train_epoch(
-        self, *, key: int, lr: float, update_arch: bool, desc: str
-    ) -> dict[str, float]: ...
-
-    def reset_weight_optimizer(self, lr: float) -> None: ...
-
-    def checkpoint(self) -> None: ...
-
-    def log(self, event: str, **values: Any) -> None: ...
-
-    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
-
-    def broadcast(self, obj: Any) -> Any: ...
 
 
 @contextmanager
@@ -152,7 +128,6 @@ def evaluate_variants(
     return [(float(sums[v]) / total, float(sums[n + v]) / total) for v in range(n)]
 
 
-@SELECTORS.register("pt")
 class PerturbationSelection(Selector):
     """DARTS-PT: operation then topology projection, fine-tuning between projections."""
 
@@ -162,6 +137,11 @@ class PerturbationSelection(Selector):
     @classmethod
     def decision_metric(cls, config: Mapping[str, Any]) -> str:
         return "loss" if config.get("criterion") == "loss" else "acc"
+
+    @classmethod
+    def cost_budget(cls, config: Mapping[str, Any]) -> float | None:
+        budget = config.get("budget")
+        return None if budget is None else float(budget)
 
     def __init__(
         self,
@@ -179,14 +159,15 @@ class PerturbationSelection(Selector):
         metric: str = "latency",
         force: bool = False,
     ) -> None:
-        # a hard cost budget (hardware-aware search): None, or the BudgetArgmax settings
+        # a hard cost budget (hardware-aware search): None, or the table's cost model
         self.budget_model = None
         self.budget: float | None = None
         if budget is not None or table:
-            from nas.selection.budget import BudgetArgmax
+            from nas.hardware.cost import load_budget
 
-            holder = BudgetArgmax(table=table, budget=budget, metric=metric, force=force)
-            self.budget_model, self.budget = holder.model, holder.budget
+            self.budget_model, self.budget = load_budget(
+                table=table, budget=budget, metric=metric, force=force
+            )
         if isinstance(proj_intv, bool) or not isinstance(proj_intv, int) or proj_intv < 0:
             raise ValueError(f"selection.proj_intv must be an int >= 0, got {proj_intv!r}")
         if criterion not in ("acc", "loss"):
@@ -502,7 +483,7 @@ class PerturbationSelection(Selector):
                         )
                         decision["projection"] = self.projections_done
                         self.decisions.append(decision)
-                        ctx.log("pt_decision", **decision)
+                        ctx.log(self.decision_event, **decision)
                     self.projections_done += 1
                 ctx.checkpoint()
             if self.proj_intv == 0:  # no fine-tuning at all
@@ -527,13 +508,13 @@ class PerturbationSelection(Selector):
             weights = strategy.derivation_weights()
         masks = {ct: strategy.supernet.op_mask(ct) for ct in weights}
         if self.budget_model is not None:
-            from nas.hardware.cost import budget_argmax_genotype
-
             # the projected network, read within the budget: the decisions kept room for it
             assert self.budget is not None
+            from nas.hardware.cost import budget_argmax_genotype
+
             allowed = self._allowed(strategy)
             return budget_argmax_genotype(self.budget_model, weights, allowed, self.budget)
-        return argmax_genotype(strategy.supernet.space, weights, masks)
+        return derive_genotype(strategy.supernet.space, weights, masks)
 
     # -------------------------------------------------------------------- checkpoints
 

@@ -31,7 +31,7 @@ import torch
 
 from nas.search.base import Batch, SearchStrategy
 from nas.search.rsws import Arch, arch_weights_of, genotype_of, sample_arch
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import SelectionContext, Selector
 from search_spaces.genotype import AnyGenotype
 
 # keys of the architecture split's batch orders: quick scores per round (and pass), full scores
@@ -51,7 +51,6 @@ def _positive_int(name: str, v: Any, *, allow_zero: bool = False, allow_none: bo
         )
 
 
-@SELECTORS.register("rsws")
 class RandomWeightSharingSelection(Selector):
     """Random architectures scored with the shared weights; the best over every round."""
 
@@ -95,7 +94,7 @@ class RandomWeightSharingSelection(Selector):
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
         supernet = strategy.supernet
         if context is None:
@@ -114,7 +113,7 @@ class RandomWeightSharingSelection(Selector):
             )
             reduce = context.all_reduce_sum
             # this rank's micro-batches of one global batch (the search loop's setting)
-            parts = int(getattr(context, "micro_batches", 1) or 1)
+            parts = context.micro_batches
         shapes = supernet.arch_shapes()
         device = next(supernet.parameters()).device
         was_training = supernet.training

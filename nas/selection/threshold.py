@@ -20,14 +20,12 @@ the rule is the argmax there.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from nas.search.base import Batch, SearchStrategy
-from nas.selection.argmax import argmax_genotype
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import SelectionContext, Selector, derive_genotype
 from search_spaces.genotype import AnyGenotype, DartsGenotype
 from search_spaces.space import CellSpace
 
@@ -57,11 +55,11 @@ def threshold_cell(
     return triples
 
 
-@SELECTORS.register("threshold")
 class Threshold(Selector):
     """FairDARTS's ``threshold_sparse`` derivation of any strategy's weights."""
 
     name = "threshold"
+    selects_from_weights = True
 
     def __init__(self, threshold: float = 0.85, top: int = 2) -> None:
         if not 0.0 <= threshold <= 1.0:
@@ -76,7 +74,7 @@ class Threshold(Selector):
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
         with torch.no_grad():
             weights = strategy.derivation_weights()
@@ -84,7 +82,7 @@ class Threshold(Selector):
         space = supernet.space
         masks = {ct: supernet.op_mask(ct) for ct in weights}
         if not space.selects_inputs:
-            return argmax_genotype(space, weights, masks)
+            return derive_genotype(space, weights, masks)
         cells: dict[str, list[tuple[str, int, int]]] = {}
         for ct in ("normal", "reduce"):
             cells[ct] = threshold_cell(

@@ -44,10 +44,10 @@ import torch
 from torch import Tensor
 
 from nas.proxies import Proxy, ProxyError, Scorable, get_proxy
+from nas.proxies.base import proxy_class
 from nas.run.seeds import ZC_BATCH_BASE
 from nas.search.base import Batch, SearchStrategy
-from nas.selection.argmax import argmax_genotype
-from nas.selection.base import SELECTORS, Selector
+from nas.selection.base import SelectionContext, Selector, derive_genotype
 from nas.selection.projection import EdgeProjection, install
 from nas.supernet import ArchWeights
 from search_spaces.families import family_of
@@ -60,7 +60,6 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
-@SELECTORS.register("zc")
 class ZeroCostSelection(Selector):
     """Zero-Cost-PT: proxy-scored operation projection on an untrained supernet, a pool of
     runs, then post-validation of the distinct genotypes."""
@@ -109,17 +108,18 @@ class ZeroCostSelection(Selector):
         self.projection: EdgeProjection | None = None
 
     def _make_proxy(self, *, supernet: bool) -> Proxy:
-        options = dict(self.proxy_options)
-        if self.proxy_name == "naswot":
-            # ZPT scores in eval(): BN with the untrained running statistics (op_score.py,
-            # Scorers/scorer.py); on the supernet, zero-weight ops still count their ReLUs
-            options.setdefault("bn", "eval")
-            options.setdefault("zero_ops_run", supernet)
+        # the proxy's own Zero-Cost-PT defaults (naswot: BN in eval mode), then ours
+        options = {
+            **proxy_class(self.proxy_name).selection_options(supernet=supernet),
+            **self.proxy_options,
+        }
         return get_proxy(self.proxy_name, **options)
 
     # ------------------------------------------------------------------------------ data
 
-    def _batch(self, ctx: Any, val_data: Iterator[Batch] | None, size: int) -> Batch:
+    def _batch(
+        self, ctx: SelectionContext | None, val_data: Iterator[Batch] | None, size: int
+    ) -> Batch:
         """A fresh batch of ``size`` images from the architecture split (fewer if it is smaller)."""
         key = ZC_BATCH_BASE + self.batches_drawn
         self.batches_drawn += 1
@@ -155,8 +155,8 @@ class ZeroCostSelection(Selector):
 
     def _variant(self, base: ArchWeights, cell_type: str, edge: int, op: int) -> ArchWeights:
         w = {ct: t.clone() for ct, t in base.items()}
-        if self.proxy_name != "naswot":
-            # pt_project's branch for the other proxies: the edge at 1/|O|, then o removed
+        if self.proxy.removal == "uniform":
+            # pt_project's branch for most proxies: the edge at 1/|O|, then o removed
             w[cell_type][edge] = 1.0 / w[cell_type].shape[1]
         w[cell_type][edge, op] = 0.0
         return w
@@ -179,7 +179,7 @@ class ZeroCostSelection(Selector):
             return {k: v.detach().clone() for k, v in strategy.arch_weights(sample=False).items()}
 
     def _project_ops(
-        self, ctx: Any, val_data: Any, strategy: SearchStrategy, cell_type: str
+        self, ctx: SelectionContext | None, val_data: Any, strategy: SearchStrategy, cell_type: str
     ) -> list[dict[str, Any]]:
         supernet = strategy.supernet
         cell = supernet.space.cells[cell_type]
@@ -216,7 +216,7 @@ class ZeroCostSelection(Selector):
             )
 
     def _project_topology(
-        self, ctx: Any, val_data: Any, strategy: SearchStrategy, cell_type: str
+        self, ctx: SelectionContext | None, val_data: Any, strategy: SearchStrategy, cell_type: str
     ) -> list[dict[str, Any]]:
         cell = strategy.supernet.space.cells[cell_type]
         keep = cell.inputs_per_node or 0
@@ -246,7 +246,9 @@ class ZeroCostSelection(Selector):
                 del eids[i]
         return decisions
 
-    def _one_run(self, ctx: Any, val_data: Any, strategy: SearchStrategy) -> AnyGenotype:
+    def _one_run(
+        self, ctx: SelectionContext | None, val_data: Any, strategy: SearchStrategy
+    ) -> AnyGenotype:
         self._reset(strategy)
         space = strategy.supernet.space
         decisions: list[dict[str, Any]] = []
@@ -260,7 +262,7 @@ class ZeroCostSelection(Selector):
         with torch.no_grad():
             weights = strategy.derivation_weights()
         masks = {ct: strategy.supernet.op_mask(ct) for ct in weights}
-        return argmax_genotype(space, weights, masks)
+        return derive_genotype(space, weights, masks)
 
     # -------------------------------------------------------------------- post-validation
 
@@ -275,7 +277,9 @@ class ZeroCostSelection(Selector):
         )  # fmt: skip
         return net
 
-    def post_validate(self, ctx: Any, val_data: Any, strategy: SearchStrategy) -> AnyGenotype:
+    def post_validate(
+        self, ctx: SelectionContext | None, val_data: Any, strategy: SearchStrategy
+    ) -> AnyGenotype:
         """The distinct genotypes of the pool, each its freshly initialised network, scored on
         ``validate_rounds`` batches; the highest sum wins (first on ties)."""
         distinct: list[str] = []
@@ -312,7 +316,7 @@ class ZeroCostSelection(Selector):
         strategy: SearchStrategy,
         val_data: Iterable[Batch] | None = None,
         *,
-        context: Any = None,
+        context: SelectionContext | None = None,
     ) -> AnyGenotype:
         it = iter(val_data) if val_data is not None else None
         while len(self.pool) < self.pool_size:

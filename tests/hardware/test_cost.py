@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from nas.hardware.cost import CostModel, CostObjective
-from nas.search import STRATEGIES, SearchContext
+from nas.plugins import build_plugin
+from nas.search import SearchContext
 from nas.search.base import Shards
+from nas.search.components.hardware_cost import HardwareCost
 from nas.supernet import build_supernet
 
 
@@ -80,11 +82,15 @@ def test_loss_forms_gradients_in_closed_form(form, kw):
     assert torch.allclose(grad, closed, atol=1e-10), form
 
 
-def _setup(space, name, **kwargs):
+def _setup(space, name, objective=None, **kwargs):
+    """A strategy on a tiny supernet; ``objective(net)`` (if given) is composed as the hardware
+    cost component, through ``add_components`` as the search run composes ``cost=``."""
     torch.manual_seed(0)
     net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4)
-    strategy = STRATEGIES.get(name)(**kwargs)
+    strategy = build_plugin("search", name, **kwargs)
+    if objective is not None:
+        strategy.add_components([HardwareCost(objective=objective(net))])
     strategy.attach(
         SearchContext(net, opt, grad_clip=5.0), generator=torch.Generator().manual_seed(0)
     )
@@ -102,12 +108,16 @@ def _batch(n=8, seed=0):
 def test_strategy_arch_gradient_is_that_of_the_cost_aware_loss(space, name, form):
     """The strategy's first-order step with a cost term differentiates a(E) CE + c(E) exactly,
     through its own weights (DrNAS: the same Dirichlet sample)."""
-    net, strategy = _setup(space, name)
-    shapes = net.arch_shapes()
-    model = _model(shapes, seed=2)
-    model.space = space
-    obj = CostObjective(model, form=form, target=4.0)
-    strategy.cost = obj
+    made = {}
+
+    def objective(net):
+        model = _model(net.arch_shapes(), seed=2)
+        model.space = space
+        made["obj"] = CostObjective(model, form=form, target=4.0)
+        return made["obj"]
+
+    net, strategy = _setup(space, name, objective)
+    obj = made["obj"]
     val = _batch()
     alphas = strategy.arch_parameters()
 
@@ -135,25 +145,31 @@ def test_strategy_arch_gradient_is_that_of_the_cost_aware_loss(space, name, form
 
 def test_second_order_darts_scales_the_unrolled_term():
     """Order 2: grad = a(E) (dL_val - eta hvp) + CE da + dc; with a cost-free objective
-    (add_linear, lambda=0) the step equals the plain one."""
+    (add_linear, lambda=0) the step equals the plain one. Three strategies built alike (the
+    same initial alpha), each with its cost composed as the run composes it."""
     net, strategy = _setup("nb201", "darts", order=2)
     model = _model(net.arch_shapes(), seed=3)
     state = {k: v.clone() for k, v in net.state_dict().items()}
     plain, _ = strategy.second_order_grads(_batch(seed=1), _batch(seed=2))
-    net.load_state_dict(state)
-    strategy.cost = CostObjective(model, form="add_linear", target=3.0, reg_lambda=0.0)
-    same, m = strategy.second_order_grads(_batch(seed=1), _batch(seed=2))
+
+    def with_cost(objective):
+        net2, strategy2 = _setup("nb201", "darts", lambda _: objective, order=2)
+        net2.load_state_dict(state)
+        return strategy2
+
+    free = CostObjective(model, form="add_linear", target=3.0, reg_lambda=0.0)
+    same, m = with_cost(free).second_order_grads(_batch(seed=1), _batch(seed=2))
     for a, b in zip(plain, same):
         assert torch.allclose(a, b, atol=1e-7)
     # mul forms scale everything by a(E) and add CE da/dalpha
-    net.load_state_dict(state)
-    strategy.cost = CostObjective(model, form="mul_log", target=3.0)
-    scaled, m = strategy.second_order_grads(_batch(seed=1), _batch(seed=2))
+    mul = CostObjective(model, form="mul_log", target=3.0)
+    scaled_strategy = with_cost(mul)
+    scaled, m = scaled_strategy.second_order_grads(_batch(seed=1), _batch(seed=2))
     with torch.enable_grad():
-        w = strategy.arch_weights(sample=True)
+        w = scaled_strategy.arch_weights(sample=True)
         E = model.expected(w)
-        a, _ = strategy.cost.factor_and_penalty(E)
-        (da,) = torch.autograd.grad(a, strategy.arch_parameters())
+        a, _ = mul.factor_and_penalty(E)
+        (da,) = torch.autograd.grad(a, scaled_strategy.arch_parameters())
     expect = float(a.detach()) * plain[0] + m["val_loss"] * da
     assert torch.allclose(scaled[0], expect.float(), rtol=1e-4, atol=1e-7)
 

@@ -12,7 +12,8 @@ import torch
 from nas.hardware.cost import CostModel, cheapest_cost
 from nas.hardware.parts import network_layout
 from nas.hardware.profiler import profile
-from nas.search import STRATEGIES, SearchContext
+from nas.plugins import build_plugin
+from nas.search import SearchContext
 from nas.selection import PerturbationSelection
 from nas.supernet import build_supernet
 
@@ -46,7 +47,7 @@ class Ctx:
 
 
 def _strategy(net):
-    strategy = STRATEGIES.get("darts")(init_scale=0.0)
+    strategy = build_plugin("search", "darts", init_scale=0.0)
     strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
     return strategy
 

@@ -8,6 +8,10 @@ of a sample of pairs: ``test_distributed_search.py``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -28,15 +32,19 @@ from nas.supernet.mixed_op import MixedOp
 FAST = {
     "pc_darts": ["components.pc_darts.warmup_epochs=0", "components.pc_darts.partial_channels=2"]
 }
-# pairs that make no sense, and the word their one-line refusal must contain
+# pairs a strategy cannot honour, and the word their one-line refusal must contain: the
+# strategy's capabilities (SearchStrategy.capabilities) lack what the component's hooks need
 REFUSED = {
     ("drnas", "fair_darts"): "Dirichlet",
     ("gdas", "fair_darts"): "Gumbel",
     ("reinmax", "fair_darts"): "ReinMax",
     ("snas", "fair_darts"): "Gumbel",
-    ("rsws", "fair_darts"): "uniform",
+    ("snas", "sdarts_rs"): "perturb",
+    ("snas", "sdarts_adv"): "perturb",
+    ("rsws", "fair_darts"): "no architecture parameters",
+    ("rsws", "beta_darts"): "no architecture parameters",
+    ("rsws", "pc_darts"): "edge_normalisation=false",
 }
-REFUSED.update({("rsws", c): "no architecture parameters" for c in available("components")})
 
 
 def _compose(strategy: str, components: list[str], extra: list[str] = ()):
@@ -45,12 +53,20 @@ def _compose(strategy: str, components: list[str], extra: list[str] = ()):
         return compose("nas_search", overrides=overrides)
 
 
-def _setup(strategy: str, components: list[str], extra: list[str] = (), space: str = "nb201"):
+def _setup(
+    strategy: str,
+    components: list[str],
+    extra: list[str] = (),
+    space: str = "nb201",
+    add: tuple = (),
+):
+    """A strategy with its components (and the objects in ``add``, the hardware cost) on a
+    tiny supernet, composed as the search run composes them."""
     cfg = _compose(
         strategy, components, [e for c in components for e in FAST.get(c, [])] + list(extra)
     )
     st = build_strategy(cfg)
-    st.add_components(build_components(cfg))
+    st.add_components([*build_components(cfg), *add])
     torch.manual_seed(0)
     k = st.initial_partial_channels() or 1
     net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10,
@@ -84,8 +100,10 @@ def test_every_strategy_with_every_component_steps(strategy, component):
     before = [a.detach().clone() for a in alphas]
     w_before = [p.detach().clone() for p in net.parameters()]
     metrics = st.step(_batch(seed=1), _batch(seed=2))
-    # single-level strategies (SNAS) have no architecture batch, hence no validation metrics
-    assert {"train_loss"} | (set() if st.single_level else {"val_loss"}) <= set(metrics)
+    # single-level strategies (SNAS) have no architecture batch, hence no validation metrics,
+    # and RS-WS takes no architecture step at all
+    takes_val = bool(alphas) and not st.single_level
+    assert {"train_loss"} | ({"val_loss"} if takes_val else set()) <= set(metrics)
     assert all(torch.isfinite(v) for v in metrics.values())
     for a, b in zip(alphas, before):  # every architecture parameter moved (edge betas too)
         assert a.grad is not None and torch.isfinite(a.grad).all()
@@ -95,6 +113,66 @@ def test_every_strategy_with_every_component_steps(strategy, component):
     names = set(st.state_dict())
     assert all(any(torch.equal(v, a) for v in st.state_dict().values()) for a in alphas), names
     assert Argmax().select(st) is not None
+
+
+def _cost(space: str = "nb201"):
+    """The hardware-cost component with a random additive table of ``space``'s tiny supernet
+    (ProxylessNAS's linear form, which always pulls)."""
+    from nas.hardware.cost import CostModel, CostObjective
+    from nas.search.components.hardware_cost import HardwareCost
+
+    shapes = build_supernet(space, C=4, layers=1, num_classes=10).arch_shapes()
+    g = torch.Generator().manual_seed(5)
+    per_op = {
+        ct: torch.rand(*sh, generator=g, dtype=torch.float64) * 3 for ct, sh in shapes.items()
+    }
+    model = CostModel("latency", space, 2.0, per_op)
+    return HardwareCost(
+        objective=CostObjective(model, form="add_linear", target=1.0, reg_lambda=2.0)
+    )
+
+
+VARIANTS = [*((name, ()) for name in available("search")), ("darts", ("search.order=2",))]
+
+
+@pytest.mark.parametrize("addon", [*available("components"), "cost"])
+@pytest.mark.parametrize(
+    "strategy,extra", VARIANTS, ids=lambda v: v if isinstance(v, str) else "-".join(v)
+)
+def test_every_pairing_acts_or_is_refused(strategy, extra, addon):
+    """Nothing is silently ignored: each strategy (every YAML, and DARTS's second order) with
+    each component of the config group, and with the hardware cost (cost=), either is refused
+    in one line when composed, as the run composes it, or changes what the search computes:
+    the architecture after two steps (the architecture loss's work), or, for a strategy with
+    no architecture (RS-WS), the training losses."""
+    components = [] if addon == "cost" else [addon]
+
+    def run(with_addon: bool):
+        add = (_cost(),) if with_addon and addon == "cost" else ()
+        net, st = _setup(strategy, components if with_addon else [], list(extra), add=add)
+        trace = []
+        for step in range(2):
+            st.begin_epoch(1)
+            st.begin_step(100 + step)
+            torch.manual_seed(step)
+            metrics = st.step(_batch(seed=1 + step), _batch(seed=3 + step))
+            trace.append(float(metrics["train_loss"]))
+        return [a.detach().clone() for a in st.arch_params.values()], trace
+
+    try:
+        with_it = run(True)
+    except ValueError as e:
+        message = str(e)
+        assert "\n" not in message and ("cost" in message if addon == "cost" else addon in message)
+        assert "needs" in message or "expected" in message, message
+        return
+    without = run(False)
+    if with_it[0]:
+        assert any(not torch.equal(a, b) for a, b in zip(with_it[0], without[0])), (
+            f"{addon} with {strategy} {' '.join(extra)}: the architecture did not change"
+        )
+    else:
+        assert with_it[1] != without[1], f"{addon} with {strategy}: the training did not change"
 
 
 def test_components_compose_in_a_list():
@@ -114,8 +192,14 @@ def test_fair_darts_refuses_components_that_need_the_simplex():
 
 
 def test_pc_darts_refuses_second_order():
-    with pytest.raises(ValueError, match="search.order=1"):
+    with pytest.raises(ValueError, match="search.order=1") as e:
         _setup("darts", ["pc_darts"], ["search.order=2"])
+    assert "edge_normalisation=false" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_pc_darts_refuses_a_warm_up_as_long_as_the_search():
+    with pytest.raises(ValueError, match="warmup_epochs=2 covers all 2 epochs"):
+        _setup("darts", ["pc_darts"], ["components.pc_darts.warmup_epochs=2"])
 
 
 # ------------------------------------------------------------------------------- SDARTS
@@ -270,8 +354,8 @@ def test_pc_darts_genotype_uses_the_edge_weights():
 
 
 def test_pc_darts_warm_up_skips_architecture_steps():
-    net, st = _setup("darts", ["pc_darts"], ["components.pc_darts.warmup_epochs=15"])
-    assert not st.components_update_arch(14) and st.components_update_arch(15)
+    net, st = _setup("darts", ["pc_darts"], ["components.pc_darts.warmup_epochs=1"])
+    assert not st.components_update_arch(0) and st.components_update_arch(1)
 
 
 # ----------------------------------------------------------------------------- FairDARTS
@@ -285,3 +369,31 @@ def test_fair_darts_sigmoid_weights_and_zero_one_loss():
         torch.testing.assert_close(w[ct], torch.sigmoid(alpha.detach()) * mask)
     s = torch.tensor([0.5, 1.0, 0.0, 0.75])
     assert float(zero_one_loss([s])) == pytest.approx(-(0 + 0.25 + 0.25 + 0.0625) / 4)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search=snas", "cost=latency"],
+        ["search=rsws", "cost=latency"],
+        ["search=snas", "components=[sdarts_rs]"],
+        ["search=darts", "search.order=2", "components=[pc_darts]"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_the_command_refuses_what_a_strategy_cannot_honour(tmp_path, args):
+    """``nas-search`` with a pairing the strategy cannot honour: one line, exit 2, before the
+    run (no run folder), and before a cost table is even asked for."""
+    run = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "nas.cli.search", *args, f"hydra.run.dir={run}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        timeout=300,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("nas-search: error: ") and "needs a strategy whose" in lines[0]
+    assert not run.exists()

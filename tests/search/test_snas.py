@@ -7,8 +7,9 @@ import pytest
 import torch
 from scipy import stats
 
+from nas.plugins import build_plugin
 from nas.search import SearchContext
-from nas.search.snas import SNAS, op_cost
+from nas.search.snas import op_cost
 from nas.supernet import build_supernet
 
 
@@ -16,7 +17,7 @@ def _attach(space="nb201", epochs=None, **kwargs):
     torch.manual_seed(0)
     net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9)
-    s = SNAS(**kwargs)
+    s = build_plugin("search", "snas", **kwargs)  # configs/search/snas.yaml, as a run
     s.attach(
         SearchContext(net, opt, grad_clip=5.0, epochs=epochs),
         generator=torch.Generator().manual_seed(0),
@@ -119,9 +120,13 @@ def test_the_resource_penalty_pushes_alpha_away_from_expensive_ops(form):
 
 
 def test_a_hardware_cost_term_is_refused_not_ignored():
-    from nas.search.rsws import RSWS
+    """SNAS's single-level step and RS-WS's weight-only step have no mixing-weight gradient
+    to add a cost to: the cost component is refused when added, as the run adds it."""
+    from nas.search.components.hardware_cost import HardwareCost
 
-    for strategy in (SNAS(), RSWS()):
-        assert strategy.cost is None
-        with pytest.raises(ValueError, match="hardware-cost"):
-            strategy.cost = object()
+    for name in ("snas", "rsws"):
+        strategy = build_plugin("search", name)
+        with pytest.raises(ValueError, match="hardware cost") as e:
+            strategy.add_components([HardwareCost(objective=None)])  # type: ignore[arg-type]
+        assert "\n" not in str(e.value) and "mixing weights" in str(e.value)
+        assert not strategy.component_list()

@@ -1,9 +1,11 @@
-"""Every registered strategy x every space takes real steps with finite losses and gradients."""
+"""Every strategy of configs/search x every space takes real steps with finite losses and
+gradients; each strategy is built from its YAML (its defaults are the ones a run uses)."""
 
 import pytest
 import torch
 
-from nas.search import STRATEGIES, SearchContext
+from nas.plugins import PluginError, available, build_plugin
+from nas.search import SearchContext
 from nas.search.base import Shards
 from nas.supernet import build_supernet
 from search_spaces import SPACE_NAMES
@@ -13,7 +15,7 @@ def _setup(space, strategy_name, **kwargs):
     torch.manual_seed(0)
     net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10)
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4)
-    strategy = STRATEGIES.get(strategy_name)(**kwargs)
+    strategy = build_plugin("search", strategy_name, **kwargs)
     strategy.attach(
         SearchContext(net, opt, grad_clip=5.0), generator=torch.Generator().manual_seed(0)
     )
@@ -25,7 +27,7 @@ def _batch(n=8):
 
 
 @pytest.mark.parametrize("space", SPACE_NAMES)
-@pytest.mark.parametrize("strategy_name", STRATEGIES.names())
+@pytest.mark.parametrize("strategy_name", available("search"))
 def test_strategy_steps_on_every_space(space, strategy_name):
     net, strategy = _setup(space, strategy_name)
     alphas = strategy.arch_parameters()
@@ -95,12 +97,12 @@ def test_masked_ops_get_zero_weight_and_edges_renormalise():
 )
 def test_bad_strategy_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        STRATEGIES.get("darts")(**kwargs)
+        build_plugin("search", "darts", **kwargs)
 
 
 def test_unknown_strategy_name():
-    with pytest.raises(ValueError, match="unknown search strategy 'enas'; expected one of darts"):
-        STRATEGIES.get("enas")
+    with pytest.raises(PluginError, match="search=enas: no such search strategy; .*: darts, "):
+        build_plugin("search", "enas")
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from nas.search import STRATEGIES, SearchContext
+from nas.plugins import build_plugin
+from nas.search import SearchContext
 from nas.selection import PerturbationSelection, evaluate_variants
 from nas.supernet import build_supernet
 from search_spaces.ops import Zero
@@ -70,7 +71,7 @@ def _teacher_batches(net, strategy, n_batches=2, batch=128, hw=8):
 def _attach(net, strategy_name, key=None):
     """A strategy with uniform weights, or with almost all weight on ``key[ct][edge]`` (so that
     projecting an edge to its key op leaves the supernet's function as it was)."""
-    strategy = STRATEGIES.get(strategy_name)(init_scale=0.0)
+    strategy = build_plugin("search", strategy_name, init_scale=0.0)
     strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
     with torch.no_grad():
         for ct, edges in (key or {}).items():

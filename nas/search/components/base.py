@@ -10,12 +10,19 @@ group ``configs/components``); each is built from its YAML's ``_target_`` like a
 
 The hooks (each a no-op by default; a component overrides the ones it needs):
 
+* ``requires`` / ``needs()``: the strategy capabilities (``CAPABILITIES``) the component's
+  hooks need; a strategy that does not declare one of them (``SearchStrategy.capabilities``,
+  ``has``) refuses the component in one line when it is added, before the run starts, so
+  no component is ever silently ignored (the hardware cost with SNAS, whose single-level step
+  has no mixing-weight gradient to add a cost to);
 * ``check(strategy, others)``: refuse a pair that makes no sense with a one-line
-  ``ValueError`` saying why (FairDARTS's sigmoid with DrNAS's Dirichlet samples);
+  ``ValueError`` saying why (FairDARTS's sigmoid with SDARTS's simplex projection);
 * ``prepare_supernet(supernet)``: set a supernet option before the weight optimiser exists
   (DARTS-'s auxiliary skip ops, whose weights the optimiser trains; PC-DARTS's edge
   normalisation);
-* ``attach(strategy)``: after the strategy made its architecture parameters; a component's own
+* ``attach(strategy, context)``: after the strategy made its architecture parameters, with the
+  search context (``SearchContext``: the supernet, the number of epochs and of steps per epoch,
+  for the schedules); a component's own
   ``nn.Parameter``s (PC-DARTS's edge betas) are architecture parameters too, optimised by the
   strategy's Adam and saved in its checkpoint (components are sub-modules of the strategy);
 * ``partial_channels``: the partial-channel K the supernet starts with (PC-DARTS);
@@ -44,8 +51,39 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy, Shards
+    from nas.search.base import SearchContext, SearchStrategy, Shards
     from nas.supernet import ArchWeights, Supernet
+
+#: What a strategy's steps may do with the components' hooks. A strategy declares the ones it
+#: does (``SearchStrategy.capabilities``); a component lists the ones it needs (``requires``).
+#: Each text completes "a strategy whose ...".
+CAPABILITIES: dict[str, str] = {
+    "arch_params": "architecture parameters are one value per op and edge, trained by "
+    "architecture steps",
+    "arch_penalty": "architecture step adds the components' penalty terms (arch_penalty)",
+    "direct_params": "architecture step differentiates the loss with respect to the "
+    "components' own parameters (a first-order step)",
+    "perturb": "weight step runs on mixing weights the components may change (perturb)",
+    "softmax": "mixing weights are a softmax of its parameters, which a component may "
+    "replace (mixing)",
+    "weight_grads": "architecture step has the gradient of its loss with respect to the "
+    "mixing weights, for a component to rewrite (adjust_arch_grads)",
+}
+
+
+def refuse_missing(strategy: SearchStrategy, needs: frozenset[str], label: str, name: str) -> None:
+    """A one-line ``ValueError`` if ``strategy`` lacks one of the capabilities in ``needs``,
+    naming what needs it (``label``) and what to drop (``name``)."""
+    for capability in sorted(needs):
+        if capability not in CAPABILITIES:
+            raise AssertionError(f"{label} needs an unknown capability {capability!r}")
+        if not strategy.has(capability):
+            hint = strategy.refusal_hints.get(capability, "")
+            raise ValueError(
+                f"{label} needs a strategy whose {CAPABILITIES[capability]}; "
+                f"{type(strategy).__name__}'s does not ({strategy.mixing}): drop {name} or "
+                f"choose another strategy{hint}"
+            )
 
 
 class Component(nn.Module):
@@ -59,16 +97,32 @@ class Component(nn.Module):
     replaces_mixing: ClassVar[bool] = False
     #: whether the component reads the mixing weights as a simplex (SDARTS's projection)
     needs_simplex: ClassVar[bool] = False
+    #: the strategy capabilities its hooks need (``CAPABILITIES``)
+    requires: ClassVar[frozenset[str]] = frozenset()
+
+    @property
+    def label(self) -> str:
+        """How the run's settings name the component, for messages."""
+        return f"component {self.name or type(self).__name__}"
+
+    def needs(self) -> frozenset[str]:
+        """The capabilities this component needs with its settings (default: ``requires``)."""
+        return self.requires
+
+    def check_strategy(self, strategy: SearchStrategy) -> None:
+        """Refuse, in one line, a strategy that lacks a capability this component needs."""
+        refuse_missing(strategy, self.needs(), self.label, self.name or "it")
 
     def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
         """Raise a one-line ``ValueError`` if this component cannot run with ``strategy`` and
-        the ``others`` components."""
+        the ``others`` components (beyond the capabilities, which ``check_strategy`` asks)."""
 
     def prepare_supernet(self, supernet: Supernet) -> None:
         """Set a supernet option (called before the weight optimiser is built)."""
 
-    def attach(self, strategy: SearchStrategy) -> None:
-        """Called once the strategy has its architecture parameters, before its Adam exists."""
+    def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
+        """Called once the strategy has its architecture parameters, before its Adam exists;
+        ``context`` is the search's (the supernet, ``epochs``, ``steps_per_epoch``)."""
 
     @property
     def partial_channels(self) -> int | None:

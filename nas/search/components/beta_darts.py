@@ -14,9 +14,9 @@ pushes every logit down in proportion to its weight, keeping the logits of an ed
 The ramp: the reference writes ``50 * epoch / 100`` with 100 literal (its NB201 search runs
 100 epochs), i.e. ``lambda_max * e / ramp_epochs``; ``ramp_epochs: null`` ramps over the
 search's own epochs (the same at 100 epochs, and 0 -> 49 over a 50-epoch DARTS-space search).
-On the DARTS space the released script cannot run (METHODS.md section 8: ``architect.step`` is
-called without ``epoch``, and ``mlc_loss`` would receive a Python list); we implement the
-paper's method there: one mean over the edges of both cell types, the same lambda ramp, no
+On the DARTS space the released script cannot run (``sota/cnn/train_search.py:213`` calls
+``architect.step`` without ``epoch``, and ``mlc_loss`` would receive a Python list); we implement
+the paper's method there: one mean over the edges of both cell types, the same lambda ramp, no
 perturbation. The parameters it reads are the strategy's own (DARTS's alpha, DrNAS's beta).
 """
 
@@ -31,7 +31,7 @@ from torch import Tensor
 from nas.search.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy
+    from nas.search.base import SearchContext, SearchStrategy
 
 
 def beta_decay(alphas: Sequence[Tensor]) -> Tensor:
@@ -47,6 +47,9 @@ def lambda_at(epoch: int, ramp_epochs: int, lambda_max: float) -> float:
 class BetaDecay(Component):
     """``lambda_e * mean_e logsumexp(alpha_e)`` added to the architecture loss."""
 
+    # it regularises the strategy's per-op parameters through the architecture loss
+    requires = frozenset({"arch_params", "arch_penalty"})
+
     def __init__(self, *, lambda_max: float = 50.0, ramp_epochs: int | None = 100) -> None:
         super().__init__()
         if lambda_max < 0:
@@ -60,20 +63,8 @@ class BetaDecay(Component):
         self.weight = 0.0  # epoch 0's
         self._search_epochs: int | None = None
 
-    def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
-        if strategy.mixing_kind == "uniform":
-            raise ValueError(
-                f"beta_darts regularises architecture logits, and {type(strategy).__name__} "
-                "samples uniformly with no architecture parameters"
-            )
-        if strategy.mixing_kind is None:
-            raise ValueError(
-                f"beta_darts regularises logits, and {type(strategy).__name__} does not say "
-                "how its mixing weights come from its parameters (mixing_kind)"
-            )
-
-    def attach(self, strategy: SearchStrategy) -> None:
-        self._search_epochs = strategy.ctx.epochs
+    def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
+        self._search_epochs = context.epochs
 
     def begin_epoch(self, epoch: int) -> None:
         ramp = self.ramp_epochs or self._search_epochs

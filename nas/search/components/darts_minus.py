@@ -32,7 +32,7 @@ from nas.search.components.base import Component
 from search_spaces.ops import FactorizedReduce
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy
+    from nas.search.base import SearchContext, SearchStrategy
     from nas.supernet import Supernet
     from nas.supernet.mixed_op import MixedOp
 
@@ -108,8 +108,8 @@ class AuxiliarySkip(Component):
         self._mixed = mixed_ops
         self._set(self.beta)
 
-    def attach(self, strategy: SearchStrategy) -> None:
-        self._search_epochs = strategy.ctx.epochs
+    def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
+        self._search_epochs = context.epochs
         if not self._mixed:
             raise ValueError(
                 "darts_minus: the supernet has no auxiliary ops; call "

@@ -36,15 +36,6 @@ if TYPE_CHECKING:
     from nas.supernet import Supernet
 
 
-KINDS = {
-    "dirichlet": "Dirichlet samples",
-    "gumbel_hard": "hard Gumbel-softmax samples",
-    "reinmax": "ReinMax's one-hot samples",
-    "gumbel_soft": "soft Gumbel-softmax samples",
-    "uniform": "uniform one-hot draws",
-}
-
-
 def zero_one_loss(sigmoids: Sequence[Tensor]) -> Tensor:
     """``- mean((s - 0.5)^2)`` over every entry of ``sigmoids`` (the reference's L2 form)."""
     return -torch.cat([s.reshape(-1) for s in sigmoids]).sub(0.5).pow(2).mean()
@@ -54,6 +45,8 @@ class FairDARTS(Component):
     """Sigmoid mixing weights plus ``w01`` times the zero-one loss."""
 
     replaces_mixing = True
+    # the sigmoid replaces the strategy's softmax; the zero-one loss is an architecture term
+    requires = frozenset({"softmax", "arch_penalty"})
     on_simplex = False
 
     def __init__(self, *, w01: float = 10.0, drop_none: bool = True) -> None:
@@ -64,13 +57,6 @@ class FairDARTS(Component):
         self.drop_none = bool(drop_none)
 
     def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
-        if strategy.mixing_kind != "logits":
-            raise ValueError(
-                "fair_darts replaces the softmax of architecture logits by sigmoids; "
-                f"{type(strategy).__name__}'s mixing weights are "
-                f"{KINDS.get(str(strategy.mixing_kind), 'of its own making')}, with no softmax "
-                "to replace"
-            )
         for c in others:
             if c.needs_simplex:
                 raise ValueError(

@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor
 
 from nas import distributed as D
-from nas.search.components.base import Component
+from nas.search.components.base import Component, refuse_missing
 
 if TYPE_CHECKING:
     from nas.hardware.cost import CostObjective
-    from nas.search.base import SearchStrategy
+    from nas.search.base import SearchContext, SearchStrategy
     from nas.supernet import ArchWeights
+
+
+LABEL = "the hardware cost (cost=)"
 
 
 class HardwareCost(Component):
@@ -36,21 +39,33 @@ class HardwareCost(Component):
         self.table = table
         self.name = "cost"
 
+    # a term of the architecture loss, added through its gradient w.r.t. the mixing weights
+    requires = frozenset({"weight_grads"})
+
+    @property
+    def label(self) -> str:
+        return LABEL
+
     @staticmethod
-    def from_config(cfg: Any) -> HardwareCost:
-        """The component of the ``cost`` config group (``nas.hardware.cost.build_objective``)."""
+    def from_config(cfg: Any, strategy: SearchStrategy | None = None) -> HardwareCost:
+        """The component of the ``cost`` config group (``nas.hardware.cost.build_objective``);
+        with ``strategy``, a strategy that cannot take it is refused first, before the table
+        is read."""
         from nas.hardware.cost import build_objective
 
+        if strategy is not None:
+            refuse_missing(strategy, HardwareCost.requires, LABEL, "cost=")
         return HardwareCost(objective=build_objective(cfg), table=str(cfg.get("table")))
 
     def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
-        if not strategy.mixing_on_simplex or any(not c.on_simplex for c in others):
+        independent = [c.name or type(c).__name__ for c in others if not c.on_simplex]
+        if independent:
             raise ValueError(
                 "the hardware cost is an expectation under mixing weights that sum to one per "
-                "edge; a component that mixes with independent weights (fair_darts) has none"
+                f"edge; {', '.join(independent)} mixes with independent weights, which have none"
             )
 
-    def attach(self, strategy: SearchStrategy) -> None:
+    def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
         space = strategy.supernet.space.name
         model = self.objective.model
         if model.space != space:

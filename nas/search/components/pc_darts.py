@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from nas.search.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy
+    from nas.search.base import SearchContext, SearchStrategy
     from nas.supernet import ArchWeights, Supernet
 
 
@@ -81,13 +81,17 @@ class EdgeNormalisation(Component):
     def partial_channels(self) -> int | None:
         return self.k
 
+    def needs(self) -> frozenset[str]:
+        # the edge weights act on the supernet directly: their gradient is the loss's own
+        return frozenset({"direct_params"}) if self.edge_normalisation else frozenset()
+
+    def check_strategy(self, strategy: SearchStrategy) -> None:
+        try:
+            super().check_strategy(strategy)
+        except ValueError as e:
+            raise ValueError(f"{e}, or components.{self.name}.edge_normalisation=false") from None
+
     def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
-        if self.edge_normalisation and getattr(strategy, "order", 1) != 1:
-            raise ValueError(
-                "pc_darts's edge weights act on the supernet directly, but the unrolled "
-                "(second-order) gradient carries only the mixing weights; use search.order=1 "
-                "(PC-DARTS is first order) or components.pc_darts.edge_normalisation=false"
-            )
         if sum(isinstance(c, EdgeNormalisation) for c in others):
             raise ValueError("pc_darts is listed twice; list it once")
 
@@ -103,7 +107,20 @@ class EdgeNormalisation(Component):
             self.edge_betas[ct] = nn.Parameter(init)
         supernet.edge_weights = self.edge_weights
 
-    def attach(self, strategy: SearchStrategy) -> None:
+    def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
+        if (
+            self.warmup_epochs > 0
+            and context.epochs is not None
+            and self.warmup_epochs >= context.epochs
+            and strategy.has("arch_params")
+            and not strategy.fix_alpha
+        ):
+            raise ValueError(
+                f"components.{self.name or 'pc_darts'}.warmup_epochs={self.warmup_epochs} "
+                f"covers all {context.epochs} epochs, so the architecture would never be "
+                f"trained; expected warmup_epochs < epochs (set "
+                f"components.{self.name or 'pc_darts'}.warmup_epochs=0..{context.epochs - 1})"
+            )
         if self.edge_normalisation and not self._groups:
             raise ValueError(
                 "pc_darts: the supernet has no edge weights; call "

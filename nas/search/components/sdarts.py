@@ -43,7 +43,7 @@ from nas import distributed as D
 from nas.search.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy, Shards
+    from nas.search.base import SearchContext, SearchStrategy, Shards
     from nas.supernet import ArchWeights
 
 
@@ -66,6 +66,7 @@ class _Perturbation(Component):
     """The epsilon schedule and the checks both SDARTS variants share."""
 
     needs_simplex = True
+    requires = frozenset({"perturb"})
 
     def __init__(
         self, *, epsilon_min: float = 0.03, epsilon_max: float = 0.3, epochs: int | None = None
@@ -86,14 +87,16 @@ class _Perturbation(Component):
 
     def check(self, strategy: SearchStrategy, others: Sequence[Component]) -> None:
         name = self.name or type(self).__name__
-        if any(not c.on_simplex for c in others):
+        independent = [c.name or type(c).__name__ for c in others if not c.on_simplex]
+        if independent:
             raise ValueError(
                 f"{name} perturbs mixing weights on the simplex (its projection renormalises "
-                "every edge); fair_darts's independent sigmoid weights are not"
+                f"every edge); {', '.join(independent)} mixes with independent weights that are "
+                "not"
             )
 
-    def attach(self, strategy: SearchStrategy) -> None:
-        self._search_epochs = strategy.ctx.epochs
+    def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
+        self._search_epochs = context.epochs
 
     def begin_epoch(self, epoch: int) -> None:
         total = self.epochs or self._search_epochs
