@@ -37,7 +37,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ from nas.run.disk import atomic_write_text
 from nas.run.resume import follow_new_schedule
 from nas.run.schedules import search_lr_factor
 from nas.run.seeds import (
+    ARCH_DRAWS,
     ARCH_RESTART_STRIDE,
     ARCH_SPLIT,
     EPOCH_RNG,
@@ -183,6 +184,9 @@ class SearchRun(Run):
             raise SearchError(f"compile must be true or false, got {self.compile!r}")
         self.micro_batches = int(cfg.get("micro_batches") or 1)
         self.sync_check_every = int(cfg.get("sync_check_every") or 50)
+        # the architecture batch of a step: the next of the split's shuffled epoch
+        # (sequential), or a fresh random draw (random: DrNAS's and PC-DARTS's next(iter(...)))
+        self.arch_batch = str(cfg.get("arch_batch", "sequential"))
         self.pieces = self.env.world_size * self.micro_batches
         if int(cfg.batch_size) < self.pieces:
             raise SearchError(
@@ -200,6 +204,15 @@ class SearchRun(Run):
             raise SearchError(str(e)) from None
         self.train_loader = epoch_loader(weight_set, self.cfg, WEIGHT_SPLIT, self.env, self.pieces)
         self.val_loader = epoch_loader(arch_set, self.cfg, ARCH_SPLIT, self.env, self.pieces)
+        self.arch_draw_loader = None  # arch_batch=random: one draw per weight batch
+        if self.arch_batch == "random":
+            steps = epoch_sampler(self.train_loader).num_batches
+            try:
+                self.arch_draw_loader = epoch_loader(
+                    arch_set, self.cfg, ARCH_DRAWS, self.env, self.pieces, random_draws=steps
+                )
+            except ValueError as e:
+                raise SearchError(str(e)) from None
         return info
 
     def _build_supernet(self, info: dict[str, Any]) -> Supernet:
@@ -213,6 +226,9 @@ class SearchRun(Run):
                 num_classes=int(info["num_classes"]),
                 partial_channels=k,
                 stem="imagenet" if int(info["image_size"]) > 64 else "cifar",
+                # the DARTS-style supernet's layout options (GDAS's head); None: the family's
+                lastact=cfg.space.get("lastact"),
+                pool_bn=cfg.space.get("pool_bn"),
             )
             # the components' supernet options (DARTS-'s auxiliary skip ops, PC-DARTS's edge
             # normalisation), before the weight optimiser collects the parameters
@@ -451,8 +467,7 @@ class SearchRun(Run):
         lr = self.weight_optimizer.param_groups[0]["lr"]
         self.supernet.train()
         train_iter = start_epoch(self.train_loader, self.seed, key, start, WEIGHT_SPLIT)
-        val_batches = epoch_sampler(self.val_loader).num_batches
-        val_iter = start_epoch(self.val_loader, self.seed, key, start % val_batches, ARCH_SPLIT)
+        val_iter = self._arch_batches(key, start)
         total = start + len(self.train_loader)
         epochs_after = self.epochs - self.epoch - 1 if self.phase == "search" else 0
         bar = self.progress(
@@ -506,6 +521,19 @@ class SearchRun(Run):
         bar.close()
         self.step_in_epoch = 0
         return images / max(time.perf_counter() - t0, 1e-9)
+
+    def _arch_batches(self, key: int, start: int) -> Iterator[tuple[Any, int]]:
+        """The architecture batches of the pass ``key`` from its step ``start`` on: random
+        draws (``arch_batch=random``), or the split's epoch in order, restarted with a new key
+        where it ends before the weight split (as ``_train_steps`` restarts it, so that a pass
+        resumed past a restart reads the batches the uninterrupted pass read)."""
+        if self.arch_draw_loader is not None:
+            return start_epoch(self.arch_draw_loader, self.seed, key, start, ARCH_DRAWS)
+        val_batches = epoch_sampler(self.val_loader).num_batches
+        restarts, position = divmod(start, val_batches)
+        if restarts:  # _train_steps restarted the split at step restarts * val_batches
+            key += ARCH_RESTART_STRIDE * (restarts * val_batches + 1)
+        return start_epoch(self.val_loader, self.seed, key, position, ARCH_SPLIT)
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:

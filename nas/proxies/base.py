@@ -134,7 +134,10 @@ def _reference_factorized_reduce(self: FactorizedReduce, x: Tensor) -> Tensor:
 def module_calls(module: nn.Module) -> Iterator[None]:
     """Every ``FactorizedReduce`` in ``module`` runs the reference's module-by-module forward
     (same arithmetic as its fast path; hooks on its ReLU and convs fire as in the reference),
-    and every supernet edge lets each op apply its own ReLU module (``MixedOp.share_relu``)."""
+    every supernet edge lets each op apply its own ReLU module (``MixedOp.share_relu``), and
+    a supernet skips its ops of weight zero (``Supernet.zero_weight_ops_run`` off, whatever
+    the search set: the proxies count, hook and measure the ops that a weight selects; naswot
+    adds the reference's zero-input term for the skipped ones)."""
     # reentrant: a nested call (naswot measuring one op inside a scored network) leaves the
     # modules an outer call patched to that call
     patched = [
@@ -144,10 +147,13 @@ def module_calls(module: nn.Module) -> Iterator[None]:
     ]
     # supernet edges: each op applies its own ReLU module (not one ReLU per state)
     sharing = [m for m in module.modules() if isinstance(m, MixedOp) and m.share_relu]
+    running = [m for m in module.modules() if isinstance(m, Supernet) and m.zero_weight_ops_run]
     for m in patched:
         m.forward = types.MethodType(_reference_factorized_reduce, m)  # type: ignore[method-assign]
     for mixed in sharing:
         mixed.share_relu = False
+    for net in running:
+        net.zero_weight_ops_run = False
     try:
         yield
     finally:
@@ -155,6 +161,8 @@ def module_calls(module: nn.Module) -> Iterator[None]:
             del m.forward
         for mixed in sharing:
             mixed.share_relu = True
+        for net in running:
+            net.zero_weight_ops_run = True
 
 
 def _cell_forward(cell: Cell, s0: Tensor, s1: Tensor) -> Tensor:
@@ -265,7 +273,8 @@ class Scorable:
                 w = self._weights_like(x)
                 return net.lastact(net._run_cells(net.stem(x), w, range(len(net.cells))))
             if isinstance(net, DartsSupernet):
-                return net.run_prefix(x, self._weights_like(x), len(net.cells))[1]
+                last = net.run_prefix(x, self._weights_like(x), len(net.cells))[1]
+                return net.head_input(last)
         raise ProxyError(
             f"no pre-pooling feature map for a {self.kind}: zen scores a TinyNetwork, "
             "NetworkCIFAR / NetworkImageNet or a supernet"

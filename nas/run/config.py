@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 SCHEDULES = ("cosine", "step", "linear")
 STAGE_LRS = ("cosine", "reference")  # nas.run.schedules.search_lr_factor
+ARCH_BATCHES = ("sequential", "random")  # nas.pipeline.search.SearchRun._arch_batches
 WANDB_MODES = ("online", "offline", "disabled")  # nas.trackers.WandbTracker
 DEVICE_WORDS = "auto, cpu, cuda or cuda:N"  # nas.distributed.select_device
 AMP_WORDS = "null, bf16 or fp16"  # nas.run.skeleton.autocast_dtype
@@ -168,6 +169,10 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
     check("optimizer.stage_lr", lambda v: v in STAGE_LRS, " or ".join(map(repr, STAGE_LRS)),
           default="cosine")  # fmt: skip
     check("space.partial_channels", _optional(_positive_int), "a positive int")
+    for key in ("space.lastact", "space.pool_bn"):  # null: the space family's layout
+        check(key, _optional(_bool), "true or false")
+    check("arch_batch", lambda v: v in ARCH_BATCHES, " or ".join(map(repr, ARCH_BATCHES)),
+          default="sequential")  # fmt: skip
     micro_batches = OmegaConf.select(cfg, "micro_batches", default=None) or 1
     pieces = _world_size() * micro_batches
     if cfg.batch_size < pieces:

@@ -23,6 +23,8 @@ ARCH_SPLIT = 1  # ... of the architecture half
 EVAL_SPLIT = 2  # the architecture half read for the per-epoch evaluation
 SELECTION_SPLIT = 3  # the architecture half read by a selector
 STEP_DRAWS = 5  # a strategy's random draws of a global step (DrNAS's Dirichlet samples)
+ARCH_DRAWS = 6  # arch_batch=random: the architecture batch of step s of epoch e, drawn anew
+# (the fourth key: stream_seed(seed, e, 6, s))
 EPOCH_RNG = 99  # the global Python / NumPy / torch generators at an epoch's start (+ rank)
 RANK_STRIDE = 1000  # ... rank r of EPOCH_RNG: 99 + 1000 r
 LOADER_WORKERS = 1000  # data-loader worker seeds: 1000 + split + 7919 x first batch

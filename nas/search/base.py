@@ -118,6 +118,11 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: True for a strategy that trains weights and architecture on the training batch alone
     #: (SNAS): its steps report no validation metrics
     single_level: ClassVar[bool] = False
+    #: the weight step clips the weights' gradient together with the architecture parameters'
+    #: gradient of the same training loss (one norm over both, as references that clip
+    #: ``model.parameters()`` holding the architecture: GDAS, DrNAS on NB201); the latter is
+    #: then dropped. A strategy that offers it sets it from its own option
+    clip_arch_with_weights: bool = False
 
     @classmethod
     def concentrations_of(cls, params_EO: Tensor) -> Tensor | None:
@@ -362,11 +367,17 @@ class SearchStrategy(nn.Module, abc.ABC):
     def weight_step(self, train_batch: Batch | Shards) -> dict[str, Tensor]:
         shards = Shards.of(train_batch)
         opt = self.ctx.weight_optimizer
-        with torch.no_grad():
+        # clip_arch_with_weights: the training loss's gradient of the architecture parameters
+        # enters the norm the weight gradient is clipped to, and is then dropped
+        joint = self.clip_arch_with_weights
+        alphas = self.arch_parameters() if joint else []
+        with torch.set_grad_enabled(joint):
             weights = self.arch_weights(sample=True)
         for c in self.component_list():  # SDARTS: perturbed weights, for this step only
             weights = c.perturb(self, weights, shards)
         opt.zero_grad(set_to_none=True)
+        for a in alphas:
+            a.grad = None
         loss_sum: Tensor | float = 0.0
         acc_sum: Tensor | float = 0.0
         for batch, share in shards.weighted():
@@ -376,9 +387,11 @@ class SearchStrategy(nn.Module, abc.ABC):
             acc_sum = accuracy(logits.detach(), batch[1]) * share + acc_sum
             del loss, logits  # free this micro-batch's graph before the next forward
         params = self.weight_parameters()
-        D.all_reduce_grads(params)
-        params = [p for p in params if p.grad is not None]
-        nn.utils.clip_grad_norm_(params, self.ctx.grad_clip, foreach=True)
+        D.all_reduce_grads([*params, *alphas])
+        clipped = [p for p in [*params, *alphas] if p.grad is not None]
+        nn.utils.clip_grad_norm_(clipped, self.ctx.grad_clip, foreach=True)
+        for a in alphas:  # only their share of the norm is kept (the reference zeroes them)
+            a.grad = None
         opt.step()
         return {"train_loss": torch.as_tensor(loss_sum), "train_acc": torch.as_tensor(acc_sum)}
 

@@ -7,7 +7,8 @@ held-out folder). Each split is read by an ``EpochSampler``: the order of an epo
 function of (seed, epoch, split), each image's augmentation comes from a seed of its own
 position in that order (``SeededItems``), and every rank takes a contiguous share of each global
 batch, so an epoch is the same whatever the number of processes and wherever a resumed run
-restarts it (the seed streams: ``nas.run.seeds``).
+restarts it (the seed streams: ``nas.run.seeds``). ``RandomBatchSampler`` draws a fresh random
+batch of a split at every step instead (``arch_batch=random``), each a function of its position.
 
 The splits read a training set of ``nas.data``: ``search_split`` (DARTS's index halves, the
 first ``train_portion`` for the weights, both with the training augmentation) and
@@ -216,6 +217,41 @@ class EpochSampler(Sampler[list[tuple[int, int]]]):
         return max(0, self.num_batches - self.start_batch)
 
 
+class RandomBatchSampler(EpochSampler):
+    """A fresh random global batch of the split at every step: ``num_batches`` draws, each the
+    first ``batch_size`` positions of a permutation of its own, fixed by (seed, epoch, stream,
+    step), with their augmentation seeds. What the references' ``next(iter(valid_queue))`` on a
+    shuffled loader does (DrNAS, PC-DARTS: a batch drawn anew each step, batches overlapping
+    across steps), as a pure function of the position, so a resumed run draws what the
+    uninterrupted one did. Every rank takes its contiguous share of each draw."""
+
+    def __init__(self, num_items: int, *, num_batches: int, **kwargs: Any) -> None:
+        super().__init__(num_items, **kwargs)
+        if self.global_size(0) < self.min_batch:
+            raise ValueError(
+                f"the architecture split holds {num_items} images, fewer than the "
+                f"{self.min_batch} a step needs (one per micro-batch of every process)"
+            )
+        self.draws = num_batches
+
+    @property
+    def num_batches(self) -> int:
+        return self.draws
+
+    def global_size(self, batch: int) -> int:
+        return min(self.batch_size, self.num_items)
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        size = self.global_size(0)
+        for b in range(self.start_batch, self.num_batches):
+            seed = stream_seed(self.seed, self.epoch, self.stream, b)
+            g = torch.Generator().manual_seed(seed)
+            order = torch.randperm(self.num_items, generator=g)[:size]
+            item_seeds = torch.randint(2**62, (size,), generator=g)
+            mine = torch.tensor_split(torch.arange(size), self.world_size)[self.rank]
+            yield list(zip(order[mine].tolist(), item_seeds[mine].tolist()))
+
+
 class SeededItems(Dataset[Any]):
     """``dataset`` read with ``(index, seed)`` keys: torch's generator is seeded with ``seed``
     while the item is loaded (torchvision's random transforms and our cutout draw from it), so
@@ -241,17 +277,29 @@ class SeededItems(Dataset[Any]):
 
 
 def epoch_loader(
-    dataset: Dataset[Any], cfg: DictConfig, stream: int, env: D.DistEnv, min_batch: int
+    dataset: Dataset[Any],
+    cfg: DictConfig,
+    stream: int,
+    env: D.DistEnv,
+    min_batch: int,
+    *,
+    random_draws: int | None = None,
 ) -> DataLoader[Any]:
-    """The loader of one split: ``EpochSampler`` batches of ``SeededItems``."""
-    sampler = EpochSampler(
-        len(dataset),  # type: ignore[arg-type]
-        seed=int(cfg.seed),
-        batch_size=int(cfg.batch_size),
-        stream=stream,
-        rank=env.rank,
-        world_size=env.world_size,
-        min_batch=min_batch,
+    """The loader of one split: ``EpochSampler`` batches of ``SeededItems`` (with
+    ``random_draws``: that many ``RandomBatchSampler`` draws per epoch instead)."""
+    common: dict[str, Any] = {
+        "seed": int(cfg.seed),
+        "batch_size": int(cfg.batch_size),
+        "stream": stream,
+        "rank": env.rank,
+        "world_size": env.world_size,
+        "min_batch": min_batch,
+    }
+    num_items = len(dataset)  # type: ignore[arg-type]
+    sampler = (
+        EpochSampler(num_items, **common)
+        if random_draws is None
+        else RandomBatchSampler(num_items, num_batches=random_draws, **common)
     )
     return DataLoader(
         SeededItems(dataset),

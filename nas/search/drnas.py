@@ -18,6 +18,13 @@ Dirichlet Neural Architecture Search", ICLR 2021:
   buffers expanded the same way, and the architecture optimiser keeps its state. Architecture
   updates start ``arch_start_epoch`` epochs into each stage.
 
+The weight step's clip: the NB201 reference clips ``model.parameters()``
+(``201-space/train_search.py:273``), which hold beta (an ``nn.Parameter``,
+``201-space/search_model.py:50``), so beta's gradient of the training loss through the Dirichlet
+sample enters the norm; ``clip_arch_with_weights: true`` does the same (on in the NB201
+experiments). Its DARTS-space code keeps beta outside the module's parameters (``Variable``s,
+``DARTS-space/model_search.py:215-217``) and clips the weights alone (the default).
+
 Evaluation uses the Dirichlet mean unless ``eval_weights: sample`` (the reference silently
 samples, which makes its logged accuracies noisy); derivation uses ``derive_weights``: the
 reference's softmax of beta (default) or the Dirichlet mean.
@@ -149,6 +156,7 @@ class DrNAS(DARTS):
         eval_weights: str = "mean",
         derive_weights: str = "softmax",
         widen_seed: int = 0,
+        clip_arch_with_weights: bool = False,
     ) -> None:
         if reg_type not in ("l2", "kl"):
             raise ValueError(f"search.reg_type must be 'l2' or 'kl', got {reg_type!r}")
@@ -170,6 +178,11 @@ class DrNAS(DARTS):
             raise ValueError(
                 f"search.arch_start_epoch must be an int >= 0, got {arch_start_epoch!r}"
             )
+        if not isinstance(clip_arch_with_weights, bool):
+            raise ValueError(
+                "search.clip_arch_with_weights must be true or false, got "
+                f"{clip_arch_with_weights!r}"
+            )
         super().__init__(
             order=order,
             arch_lr=arch_lr,
@@ -188,6 +201,7 @@ class DrNAS(DARTS):
         self.eval_weights = eval_weights
         self.derive_weights_kind = derive_weights
         self.widen_seed = int(widen_seed)
+        self.clip_arch_with_weights = clip_arch_with_weights
         self.stage = 0
         self._generators: dict[torch.device, torch.Generator] = {}
 

@@ -10,7 +10,8 @@ Third stage of the pipeline (``nas.search``). Dong & Yang, CVPR 2019, as the ref
   ``dh/dalpha``. The whole draw is repeated while the noise or ``h`` holds an inf or a NaN.
   ``argmax y`` does not depend on ``tau``: the draws are exactly ``Cat(softmax(alpha))``, and
   ``tau`` only shapes the gradient;
-* only the sampled op of an edge runs (the supernet skips zero-weight ops); with
+* only the sampled op of an edge runs (the supernet skips zero-weight ops, and ``attach``
+  keeps ``Supernet.zero_weight_ops_run`` off even where a component turned it on); with
   ``unselected_scalars`` the other ops' weights are added to the node as scalars of value 0,
   so that they too receive a gradient (the reference's NB201 cell, ``search_cells.py:72-86``);
   without, only the selected term (its DARTS-space cell, ``search_cells.py:236-251``, and the
@@ -20,7 +21,11 @@ Third stage of the pipeline (``nas.search``). Dong & Yang, CVPR 2019, as the ref
   (``GDAS.py:237-239``);
 * each iteration takes the weight step first (on a fresh sample), then the architecture step
   (on another fresh sample, first order, no clipping; ``GDAS.py:40-76``); alpha starts at
-  ``1e-3 * N(0, 1)`` and is trained by Adam(3e-4, (0.5, 0.999), wd 1e-3).
+  ``1e-3 * N(0, 1)`` and is trained by Adam(3e-4, (0.5, 0.999), wd 1e-3);
+* the weight step's clip: the reference clips ``network.parameters()`` (``GDAS.py:54``), which
+  hold alpha, whose gradient of the training loss (through the straight-through sample) thus
+  enters the norm; ``clip_arch_with_weights: true`` does the same (off by default, on in the
+  GDAS experiments).
 
 Evaluation and derivation use ``softmax(alpha)``, the expected one-hot sample. The
 reference's DARTS-space genotype (top-2 (op, input) pairs per node, which may share an input)
@@ -79,6 +84,7 @@ class GDAS(SamplingStrategy):
         tau_max: float = 10.0,
         tau_min: float = 0.1,
         unselected_scalars: bool | None = None,
+        clip_arch_with_weights: bool = False,
     ) -> None:
         super().__init__(
             arch_lr=arch_lr,
@@ -95,10 +101,19 @@ class GDAS(SamplingStrategy):
                 f"default for the space), got {unselected_scalars!r}"
             )
         self.unselected_scalars_setting = unselected_scalars
+        if not isinstance(clip_arch_with_weights, bool):
+            raise ValueError(
+                "search.clip_arch_with_weights must be true or false, got "
+                f"{clip_arch_with_weights!r}"
+            )
+        self.clip_arch_with_weights = clip_arch_with_weights
 
     def attach(self, ctx: Any, *, generator: torch.Generator | None = None) -> None:
         super().attach(ctx, generator=generator)
         self.supernet.set_unselected_scalars(self.unselected_scalars)
+        # the one-hot sample's zeros are the ops not drawn, which the reference never runs: a
+        # component that asks for every op (SDARTS's perturbation) leaves the skip on here
+        self.supernet.zero_weight_ops_run = False
 
     @property
     def unselected_scalars(self) -> bool:

@@ -5,8 +5,9 @@ code (SNAS-Series/SNAS-Series, ``SNAS/``):
 
 * the mixing weights are a soft Gumbel-softmax sample ``w = softmax((alpha + G) / tau)``, no
   straight-through (``model_search.py:665-670``), one sample per forward and cell type, every
-  op of every edge mixed with it; alpha starts at ``N(1, 0.01)`` (``--loc_mean 1 --loc_std
-  0.01``);
+  op of every edge mixed with it (``MixedOp.forward``: ``sum(w * op(x))``, so an entry that
+  underflows to exactly 0 at a low tau still runs its op: ``Supernet.zero_weight_ops_run``);
+  alpha starts at ``N(1, 0.01)`` (``--loc_mean 1 --loc_std 0.01``);
 * tau is annealed linearly per epoch, ``tau = (1 - t / S) (tau0 - tau_min) + tau_min`` with
   ``t = e + 1`` (the reference steps it before each epoch, ``train_search.py:323-325``),
   tau0 = 1, tau_min = 0.03 (``utils.py:128-148``). The reference hard-codes S = 150
@@ -47,7 +48,7 @@ from torch import Tensor, nn
 from nas import distributed as D
 from nas.search.base import Batch, Shards, _zeros_for_none
 from nas.search.sampling import SamplingStrategy, check_tau, gumbel
-from nas.supernet import ArchWeights
+from nas.supernet import ArchWeights, Supernet
 from nas.supernet.mixed_op import MixedOp
 
 
@@ -141,6 +142,13 @@ class SNAS(SamplingStrategy):
         self.resource_lambda = float(resource_lambda)
         self.reduce_ratio = float(reduce_ratio)
         self._costs: dict[str, list[Tensor]] | None = None
+
+    def prepare_supernet(self, supernet: Supernet) -> None:
+        super().prepare_supernet(supernet)
+        # at low temperatures the float32 softmax underflows to exact zeros (a quarter of the
+        # entries of 8 equal logits at tau = 0.03); the reference mixes every op (model_search.py:
+        # MixedOp.forward), so those ops still train (weight decay, momentum, batch norm)
+        supernet.zero_weight_ops_run = True
 
     def attach(self, ctx: Any, *, generator: torch.Generator | None = None) -> None:
         super().attach(ctx, generator=generator)

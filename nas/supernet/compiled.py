@@ -1,11 +1,13 @@
 """``torch.compile`` of a supernet's forward without graph breaks (``nas-search compile=true``).
 
 Second stage of the pipeline (``nas.supernet``). Which ops of an edge run depends on the
-architecture weights (a zero weight or a masked op is skipped), a host-side decision
+architecture weights (a masked op is skipped, and one of weight zero unless
+``zero_weight_ops_run``), a host-side decision
 (``Supernet.active_ops``: one ``.tolist()`` per cell type) that breaks a compiled graph. Here it
 is taken eagerly before each call and handed to the compiled forward as Python constants: the
 graph is specialised to the pattern of active ops and recompiled only when that pattern changes
-(a pruned or projected op, a Dirichlet sample that is exactly zero), which is rare. Everything
+(a pruned or projected op), which is rare; under ``zero_weight_ops_run`` (SDARTS, whose clip
+zeroes different entries every step) the pattern is the masks' alone. Everything
 else of the forward, the custom autograd nodes of the mixed ops included, traces into one graph.
 """
 

@@ -24,7 +24,9 @@ ReLU backward per state, and one saved copy. ``share_relu = False`` (set by the 
 hooks watch the ReLU modules) runs every op's own ReLU instead.
 
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
-run at all (the reference multiplies ``none``'s zeros and every other output by its weight).
+run at all (the reference multiplies ``none``'s zeros and every other output by its weight);
+under ``Supernet.zero_weight_ops_run`` (SDARTS, SNAS) an unmasked op of weight zero runs and is
+multiplied by its zero like the others, so it is trained as the reference trains it.
 The weighted sum is one autograd node per edge (``weighted_sum``): the forward accumulates in
 place, and the gradient of each mixing weight, ``<dL/do, o_k(x)>``, is a dot product instead of
 a product tensor that is then summed; op outputs are kept for the backward only when the

@@ -9,7 +9,11 @@ each cell type (``ArchWeights``: cell type -> ``weights_EO`` = [edges, ops]).
   3 -> 3C/2 -> 3C -> 3C), ``layers`` cells with reductions at ``layers // 3`` and
   ``2 * layers // 3``, each cell's 4 nodes summing mixed ops over all earlier states, output =
   concat of the 4 nodes; BN without affine parameters throughout the cells, and a BN after each
-  pool. At C=16, 8 layers, 10 classes: 1,930,618 parameters, as the reference.
+  pool. At C=16, 8 layers, 10 classes: 1,930,618 parameters, as the reference. Two options give
+  the layout of GDAS's DARTS-space search network (AutoDL ``search_model_gdas_nasnet.py``):
+  ``lastact`` (BN + ReLU before the global pooling, its ``lastact``) and ``pool_bn=False`` (no
+  BN after the pools, as its ``POOLING`` op); the defaults (``lastact=False``,
+  ``pool_bn=True``) are DARTS's layout.
 * ``NB201Supernet``: the NAS-Bench-201 search network (Dong & Yang, ICLR 2020): the
   ``TinyNetwork`` layout with searchable cells (BN without affine parameters that tracks
   running statistics, ``affine=False, track_running_stats=True`` as the search models of
@@ -47,6 +51,11 @@ class Supernet(nn.Module):
     space: Space
     # PC-DARTS's edge normalisation (nas.search.components.pc_darts): cell type -> [edges]
     edge_weights: Callable[[], dict[str, Tensor]] | None = None
+    # Whether an unmasked op whose weight is exactly zero still runs (see ``active_ops``):
+    # set by the components and strategies whose reference computes ``w * op(x)`` for every
+    # op while their weights can be exactly zero (SDARTS's clip, SNAS's low temperatures);
+    # strategies of one-hot samples keep it off (GDAS, ReinMax: their zeros are ops not drawn)
+    zero_weight_ops_run: bool = False
 
     def current_edge_weights(self) -> dict[str, Tensor] | None:
         return None if self.edge_weights is None else self.edge_weights()
@@ -74,12 +83,22 @@ class Supernet(nn.Module):
     def active_ops(self, weights: ArchWeights) -> dict[str, list[list[bool]]]:
         """Per cell type and edge, which ops run: unmasked and with a non-zero weight.
 
+        ``zero_weight_ops_run``: every unmasked op runs, whatever its weight, as the
+        references that compute ``sum_k w_k * op_k(x)`` (an op of weight 0 then takes part in
+        autograd: its parameters get zero gradients, so weight decay and momentum still move
+        them, its batch norm updates its running statistics, and its weight gets the gradient
+        ``<dL/do, op_k(x)>``). In eval mode without autograd such an op changes nothing but
+        the time (its output is multiplied by 0), so it is skipped there all the same. Off (the
+        default): skipped, which is what hard one-hot weights need (GDAS, ReinMax, RS-WS run
+        only the sampled op). Masked ops never run.
+
         One host transfer per cell type and forward (not one per op). Under ``compile_supernet``
         they are computed eagerly before the compiled forward and read from
         ``_preset_active`` here (Python constants to the compiled graph, no graph break)."""
         preset = self.__dict__.get("_preset_active")
         if preset is not None:
             return {cell_type: preset[cell_type] for cell_type in weights}
+        every = self.zero_weight_ops_run and (self.training or torch.is_grad_enabled())
         out = {}
         for cell_type, w in weights.items():
             expected = self.op_mask(cell_type).shape
@@ -88,7 +107,8 @@ class Supernet(nn.Module):
                     f"architecture weights for {cell_type!r} have shape {tuple(w.shape)}; "
                     f"expected {tuple(expected)}"
                 )
-            out[cell_type] = ((w.detach() != 0) & self.op_mask(cell_type)).tolist()
+            mask = self.op_mask(cell_type)
+            out[cell_type] = (mask if every else (w.detach() != 0) & mask).tolist()
         return out
 
     def mixed_ops(self) -> list[MixedOp]:
@@ -195,6 +215,7 @@ class DartsSearchCell(nn.Module):
         reduction: bool,
         reduction_prev: bool,
         partial_channels: int,
+        bn_after_pool: bool = True,
     ) -> None:
         super().__init__()
         self.reduction = reduction
@@ -213,6 +234,7 @@ class DartsSearchCell(nn.Module):
                 2 if reduction and e.src < cell.num_input_nodes else 1,
                 e.ops,
                 partial_channels=partial_channels,
+                bn_after_pool=bn_after_pool,
             )
             for e in cell.edges
         )
@@ -261,11 +283,16 @@ class DartsSupernet(Supernet):
         partial_channels: int = 1,
         stem_multiplier: int = 3,
         stem: str = "cifar",
+        lastact: bool = False,
+        pool_bn: bool = True,
     ) -> None:
         super().__init__()
         self.space = get_space(space) if isinstance(space, str) else space
         if stem not in ("cifar", "imagenet"):
             raise ValueError(f"stem must be 'cifar' or 'imagenet', got {stem!r}")
+        for key, value in (("lastact", lastact), ("pool_bn", pool_bn)):
+            if not isinstance(value, bool):
+                raise ValueError(f"space.{key} must be true or false, got {value!r}")
         if self.space.family != self.family:
             raise ValueError(f"DartsSupernet needs a DARTS-style space, got {self.space.name!r}")
         if layers < 3:
@@ -312,10 +339,16 @@ class DartsSupernet(Supernet):
                 reduction,
                 reduction_prev,
                 partial_channels,
+                bn_after_pool=pool_bn,
             )
             reduction_prev = reduction
             self.cells.append(cell)
             C_prev_prev, C_prev = C_prev, cell.multiplier * C_curr
+        # GDAS's search network: BN + ReLU on the last cell's output before the pooling (AutoDL
+        # search_model_gdas_nasnet.py:77,192); DARTS pools the last cell directly (None)
+        self.lastact: nn.Module | None = None
+        if lastact:
+            self.lastact = nn.Sequential(nn.BatchNorm2d(C_prev), nn.ReLU(inplace=True))
         self.global_pooling = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(C_prev, num_classes)
         self._init_masks()
@@ -350,7 +383,12 @@ class DartsSupernet(Supernet):
 
     def run_suffix(self, state: tuple[Tensor, Tensor], weights: ArchWeights, start: int) -> Tensor:
         s0, s1 = self._run_cells(state[0], state[1], weights, range(start, len(self.cells)))
-        return self.classifier(self.global_pooling(s1).flatten(1))
+        return self.classifier(self.global_pooling(self.head_input(s1)).flatten(1))
+
+    def head_input(self, last: Tensor) -> Tensor:
+        """The map the global pooling reads: the last cell's output, through ``lastact`` if
+        the supernet has one."""
+        return last if self.lastact is None else self.lastact(last)
 
 
 class NB201SearchCell(nn.Module):
@@ -474,6 +512,8 @@ def _darts_supernet(
     partial_channels: int,
     track_running_stats: bool,
     stem: str,
+    lastact: bool | None,
+    pool_bn: bool | None,
 ) -> Supernet:
     return DartsSupernet(
         space=space,
@@ -482,6 +522,8 @@ def _darts_supernet(
         num_classes=num_classes,
         partial_channels=partial_channels,
         stem=stem,
+        lastact=False if lastact is None else lastact,
+        pool_bn=True if pool_bn is None else pool_bn,
     )
 
 
@@ -494,7 +536,15 @@ def _nb201_supernet(
     partial_channels: int,
     track_running_stats: bool,
     stem: str,
+    lastact: bool | None,
+    pool_bn: bool | None,
 ) -> Supernet:
+    given = [k for k, v in (("lastact", lastact), ("pool_bn", pool_bn)) if v is not None]
+    if given:
+        raise ValueError(
+            f"space.{given[0]} is an option of the DARTS-style supernet; the {space.name} "
+            "supernet always has BN + ReLU before the pooling and no BN after pools: remove it"
+        )
     return NB201Supernet(
         space=space,
         C=C,
@@ -506,7 +556,8 @@ def _nb201_supernet(
 
 
 # Space family -> its supernet (search_spaces.families holds the rest of a family's behaviour;
-# the supernet is this stage's, so a new family adds its builder here).
+# the supernet is this stage's, so a new family adds its builder here; a layout option it does
+# not have, given as anything but None, is refused in one line).
 SUPERNETS: dict[str, Callable[..., Supernet]] = {
     "darts": _darts_supernet,
     "nb201": _nb201_supernet,
@@ -522,9 +573,13 @@ def build_supernet(
     partial_channels: int = 1,
     track_running_stats: bool = True,
     stem: str = "cifar",
+    lastact: bool | None = None,
+    pool_bn: bool | None = None,
 ) -> Supernet:
     """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201;
-    ``track_running_stats`` applies to the NB201 cells, whose reference BN tracks them)."""
+    ``track_running_stats`` applies to the NB201 cells, whose reference BN tracks them).
+    ``lastact`` / ``pool_bn`` (``space.lastact`` / ``space.pool_bn``): the DARTS-style
+    supernet's BN + ReLU before the pooling and BN after pools; None = the family's layout."""
     s = get_space(space)
     return SUPERNETS[s.family](
         s,
@@ -534,4 +589,6 @@ def build_supernet(
         partial_channels=partial_channels,
         track_running_stats=track_running_stats,
         stem=stem,
+        lastact=lastact,
+        pool_bn=pool_bn,
     )

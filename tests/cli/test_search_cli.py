@@ -301,7 +301,10 @@ def test_checkpoint_of_another_space_is_refused(tmp_path, uninterrupted):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["foo=1"], r"unknown config key 'foo' \(foo=1\); nas-search reads: amp, batch_size"),
+        (
+            ["foo=1"],
+            r"unknown config key 'foo' \(foo=1\); nas-search reads: amp, arch_batch, batch_size",
+        ),
         (["+foo=1"], r"unknown config key 'foo' \(\+foo=1 adds a key that no part of nas-search"),
         (["optimizer.lrr=0.1"], r"unknown config key 'optimizer.lrr' .*optimizer has: grad_clip"),
         (["+seed=1"], r"seed is already in the config: set it with seed=\.\.\., without the \+"),

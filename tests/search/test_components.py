@@ -264,6 +264,45 @@ def test_sdarts_adv_never_lowers_the_training_loss():
     assert (a["cell"] - a0["cell"]).abs().max() <= 1.0
 
 
+def test_sdarts_adv_moves_an_entry_that_starts_at_zero():
+    """The clip leaves exact zeros; the reference runs their ops (``w * op(x)``), so the
+    attack's gradient at a zero entry is ``<dL/do, op(x)>``, not 0, and a sign step can move
+    it off zero (with the ops skipped it was 0, and sign(0) kept the entry at 0 for good)."""
+    net, st = _setup("darts", ["sdarts_adv"])
+    assert net.zero_weight_ops_run  # set by prepare_supernet
+    comp = st.component_list()[0]
+    comp.steps, comp.random_start, comp.epsilon = 1, False, 0.1
+    row = torch.tensor([[0.4, 0.0, 0.3, 0.0, 0.3], [0.0, 0.5, 0.0, 0.5, 0.0]])
+    a0 = {"cell": row.repeat(3, 1)}
+    zero = a0["cell"] == 0
+    zero[:, 0] = False  # none: its output is 0, so is the gradient of its weight
+    shards = Shards.of(_batch(16, seed=4))
+    net.eval()
+    (g,), _, _ = st.shard_grads(shards, a0, [], tag="adv")
+    net.train()
+    assert g[zero].abs().min() > 0
+    a = comp.perturb(st, a0, shards)
+    assert not torch.equal(a["cell"], a0["cell"])  # not reverted
+    assert bool((a["cell"][zero] > 0).any())
+
+
+@pytest.mark.parametrize(
+    ("strategy", "components", "runs"),
+    [("darts", ["sdarts_rs"], True), ("darts", ["sdarts_adv"], True), ("snas", [], True),
+     ("drnas", ["sdarts_adv"], True), ("rsws", ["sdarts_rs"], True),
+     ("darts", [], False), ("drnas", [], False), ("gdas", [], False),
+     ("gdas", ["sdarts_rs"], False), ("reinmax", ["sdarts_adv"], False)],
+)  # fmt: skip
+def test_who_runs_the_ops_of_weight_zero(strategy, components, runs):
+    """SDARTS (its clip) and SNAS (a float32 softmax at tau 0.03) make exact zeros whose ops
+    their references run; DARTS's softmax and DrNAS's Dirichlet samples (clamped to the
+    smallest normal float) have none. GDAS and ReinMax keep the skip whatever a component
+    asks: their architecture step's one-hot zeros are ops not drawn (RS-WS has no
+    architecture step: its perturbed weight step runs every op)."""
+    net, _ = _setup(strategy, components)
+    assert net.zero_weight_ops_run is runs
+
+
 # --------------------------------------------------------------------------- beta-DARTS
 
 

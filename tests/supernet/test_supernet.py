@@ -308,3 +308,175 @@ def test_a_step_under_bf16_autocast_gives_float32_weight_gradients(k):
     g = w["cell"].grad
     assert g is not None and g.dtype == torch.float32 and bool(torch.isfinite(g).all())
     assert float(g.abs().sum()) > 0
+
+
+# ---------------------------------------------------------- ops of weight zero (issue 31)
+
+
+def _weights_with_zeros(net, dtype=torch.float64):
+    """Positive weights on the simplex with exact zeros on every edge (two ops of each, in
+    turn over the edges, so every op of the space has weight 0 somewhere)."""
+    g = torch.Generator().manual_seed(1)
+    out = {}
+    for ct, (edges, ops) in net.arch_shapes().items():
+        w = torch.rand(edges, ops, generator=g, dtype=dtype) + 0.1
+        for e in range(edges):
+            w[e, e % (ops - 1) + 1] = 0.0
+            w[e, (e + 3) % (ops - 1) + 1] = 0.0
+        out[ct] = w / w.sum(-1, keepdim=True)
+    return out
+
+
+def _reference_logits(net, x, weights):
+    """``sum_k w_k * op_k(x)`` over every unmasked op of every edge, written module by module
+    from the supernet's own modules (stem and head through run_prefix / run_suffix)."""
+
+    def edge(mixed, h, w_O, mask_O):
+        terms = [
+            w_O[k] * op(h)
+            for k, (name, op) in enumerate(zip(mixed.op_names, mixed.ops))
+            if name != "none" and mask_O[k]  # none: w * 0; masked: absent
+        ]
+        return sum(terms[1:], terms[0])
+
+    def cell_nodes(cell, states, w_EO, mask_EO):
+        for edges in cell.edges_into:
+            states.append(
+                sum(edge(cell.ops[e], states[cell.edge_src[e]], w_EO[e], mask_EO[e]) for e in edges)
+            )
+        return states
+
+    state = net.run_prefix(x, weights, 0)
+    if isinstance(net, DartsSupernet):
+        s0, s1 = state
+        for cell in net.cells:
+            ct = cell.cell_type
+            states = [cell.preprocess0(s0), cell.preprocess1(s1)]
+            states = cell_nodes(cell, states, weights[ct], net.op_mask(ct).tolist())
+            s0, s1 = s1, torch.cat(states[cell.num_input_nodes :], dim=1)
+        state = (s0, s1)
+    else:
+        for cell in net.cells:
+            if hasattr(cell, "edges_into"):
+                state = cell_nodes(cell, [state], weights["cell"], net.op_mask("cell").tolist())[-1]
+            else:
+                state = cell(state)
+    return net.run_suffix(state, weights, len(net.cells))
+
+
+def _zero_weight_op_params(net, weights):
+    """The parameters and batch norms of the unmasked ops whose weight is exactly zero."""
+    params, bns = [], []
+    for cell in net.cells:
+        if not hasattr(cell, "edges_into"):
+            continue
+        ct = getattr(cell, "cell_type", "cell")
+        w, mask = weights[ct], net.op_mask(ct)
+        for e, mixed in enumerate(cell.ops):
+            for k, op in enumerate(mixed.ops):
+                if float(w[e, k]) == 0 and bool(mask[e, k]):
+                    params += list(op.parameters())
+                    bns += [m for m in op.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    return params, bns
+
+
+@pytest.mark.parametrize("space", ["nb201", "darts"])
+def test_zero_weight_ops_run_as_the_reference_sum_over_every_op(space):
+    """``zero_weight_ops_run``: loss, every parameter's gradient and the mixing weights'
+    gradients equal those of the plain ``sum_k w_k * op_k(x)`` (float64), with exact zeros in
+    the weights; the zero-weight ops' parameters get zero gradients, so SGD's weight decay and
+    momentum move them, and their batch norms update their running statistics. Off: skipped
+    (no gradient, no step, no statistics), the mixing weights' zeros get no gradient."""
+    torch.manual_seed(0)
+    net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10)
+    net = net.double()
+    ct0 = next(iter(net.arch_shapes()))
+    mask = net.op_mask(ct0).clone()
+    mask[0, -1] = False  # a masked op (with a non-zero weight) never runs, either way
+    net.set_op_mask(ct0, mask)
+    state0 = {k: v.clone() for k, v in net.state_dict().items()}
+    w0 = _weights_with_zeros(net)
+    x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
+    y = torch.tensor([0, 3, 5, 9])
+    params = list(net.parameters())
+    zero_params, zero_bns = _zero_weight_op_params(net, w0)
+    assert zero_params and zero_bns
+
+    # the reference: every unmasked op's output times its weight
+    w_ref = {ct: t.clone().requires_grad_() for ct, t in w0.items()}
+    loss_ref = torch.nn.functional.cross_entropy(_reference_logits(net, x, w_ref), y)
+    g_ref = torch.autograd.grad(loss_ref, [*params, *w_ref.values()], allow_unused=True)
+
+    for run in (True, False):
+        net.load_state_dict(state0)
+        net.zero_weight_ops_run = run
+        net.zero_grad(set_to_none=True)
+        w = {ct: t.clone().requires_grad_() for ct, t in w0.items()}
+        loss = torch.nn.functional.cross_entropy(net(x, w), y)
+        loss.backward()
+        if run:
+            torch.testing.assert_close(loss, loss_ref, rtol=1e-12, atol=1e-12)
+            for p, g in zip([*params, *w.values()], g_ref):
+                got = p.grad
+                assert (got is None) == (g is None)  # None: the masked op's parameters only
+                if g is not None:
+                    torch.testing.assert_close(got, g, rtol=1e-9, atol=1e-12)
+            assert all(p.grad is not None and not p.grad.any() for p in zero_params)
+            for ct, t in w.items():  # zero entries get <dL/do, o_k(x)>, not 0
+                zero = (w0[ct] == 0) & net.op_mask(ct)
+                assert t.grad[zero].abs().min() > 0
+        else:
+            assert all(p.grad is None for p in zero_params)
+            for ct, t in w.items():
+                assert not t.grad[w0[ct] == 0].any()
+            # the ops that ran give the same loss: a zero weight adds nothing to the forward
+            torch.testing.assert_close(loss, loss_ref, rtol=1e-12, atol=1e-12)
+        moved_stats = [not torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean))
+                       for bn in zero_bns]  # fmt: skip
+        assert all(moved_stats) if run else not any(moved_stats)
+        before = [p.detach().clone() for p in zero_params]
+        torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=3e-4).step()
+        moved = [not torch.equal(p, b) for p, b in zip(zero_params, before)]
+        assert all(moved) if run else not any(moved)
+
+
+def test_zero_weight_ops_are_skipped_without_training_or_autograd():
+    """Under ``zero_weight_ops_run`` a zero-weight op runs in training mode or under autograd;
+    in eval mode without autograd it could change nothing, so it is skipped; masks always."""
+    torch.manual_seed(0)
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    net.zero_weight_ops_run = True
+    w = _uniform(net)
+    w["cell"][:, 3] = 0.0  # nor_conv_3x3 weight zero on every edge
+    mask = torch.ones(6, 5, dtype=torch.bool)
+    mask[:, 2] = False  # nor_conv_1x1 masked on every edge
+    net.set_op_mask("cell", mask)
+    assert net.active_ops(w)["cell"] == mask.tolist()
+    ran = []
+    for mixed in net.mixed_ops():
+        for name, op in zip(mixed.op_names, mixed.ops):
+            # the op's own forward, or its layers after the cell's shared ReLU
+            last = list(op.modules())[-1]
+            last.register_forward_hook(lambda m, i, o, name=name: ran.append(name))
+    x = torch.randn(2, 3, 8, 8)
+    net(x, w)
+    assert set(ran) == {"skip_connect", "nor_conv_3x3", "avg_pool_3x3"}
+    net.eval()
+    net(x, w)  # eval mode with autograd (SDARTS-ADV's attack): still runs
+    assert ran.count("nor_conv_3x3") == 2 * 3 * 6
+    ran.clear()
+    with torch.no_grad():
+        net(x, w)
+    assert set(ran) == {"skip_connect", "avg_pool_3x3"}
+
+
+def test_proxies_score_a_supernet_with_its_zero_weight_ops_skipped():
+    """``module_calls`` (every proxy's forward) turns ``zero_weight_ops_run`` off, so a
+    search that set it (SDARTS, SNAS) is scored as any other, and turns it back on after."""
+    from nas.proxies.base import module_calls
+
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    net.zero_weight_ops_run = True
+    with module_calls(net):
+        assert not net.zero_weight_ops_run
+    assert net.zero_weight_ops_run

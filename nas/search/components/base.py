@@ -19,7 +19,7 @@ The hooks (each a no-op by default; a component overrides the ones it needs):
   ``ValueError`` saying why (FairDARTS's sigmoid with SDARTS's simplex projection);
 * ``prepare_supernet(supernet)``: set a supernet option before the weight optimiser exists
   (DARTS-'s auxiliary skip ops, whose weights the optimiser trains; PC-DARTS's edge
-  normalisation);
+  normalisation; SDARTS's ``zero_weight_ops_run``, which runs the ops of weight zero);
 * ``attach(strategy, context)``: after the strategy made its architecture parameters, with the
   search context (``SearchContext``: the supernet, the number of epochs and of steps per epoch,
   for the schedules); a component's own

@@ -7,17 +7,22 @@ Sunshine-Ye/Beta-DARTS (f307704), ``optimizers/darts/architect.py``:
     L_beta = mean over edges of logsumexp_k(alpha_{e,k})          (``mlc_loss``, on raw alpha)
     L_arch = L_val + lambda_e * L_beta,   lambda_e = 50 * e / 100   (``_backward_step``)
 
-added to the architecture step only. Its gradient per edge is ``softmax(alpha_e) / E``: it
-pushes every logit down in proportion to its weight, keeping the logits of an edge close
-(the paper's "decay" of the mixing weights' amplitude).
+added to the first-order architecture step only: the unrolled (second-order) step
+``_backward_step_unrolled`` (``architect.py:87-107``) has no Beta-Decay term, so by default
+the component refuses a strategy whose architecture step is second order (one without the
+first-order step's ``direct_params``: DARTS or DrNAS at ``order=2``), since it would add
+nothing there; ``in_second_order: true`` adds the term to that step too. Its gradient per edge
+is ``softmax(alpha_e) / E``: it pushes every logit down in proportion to its weight, keeping
+the logits of an edge close (the paper's "decay" of the mixing weights' amplitude).
 
 The ramp: the reference writes ``50 * epoch / 100`` with 100 literal (its NB201 search runs
 100 epochs), i.e. ``lambda_max * e / ramp_epochs``; ``ramp_epochs: null`` ramps over the
 search's own epochs (the same at 100 epochs, and 0 -> 49 over a 50-epoch DARTS-space search).
-On the DARTS space the released script cannot run (``sota/cnn/train_search.py:213`` calls
-``architect.step`` without ``epoch``, and ``mlc_loss`` would receive a Python list); we implement
-the paper's method there: one mean over the edges of both cell types, the same lambda ramp, no
-perturbation. The parameters it reads are the strategy's own (DARTS's alpha, DrNAS's beta).
+On the DARTS space the released script cannot run as released (``sota/cnn/train_search.py:213``
+calls ``architect.step`` without ``epoch``, and ``mlc_loss`` would receive a Python list); the
+term there is one mean over the edges of both cell types with the same lambda ramp, and the
+experiment follows the script's defaults otherwise (space s5 and SDARTS-RS, ``:55-56``). The
+parameters it reads are the strategy's own (DARTS's alpha, DrNAS's beta).
 """
 
 from __future__ import annotations
@@ -50,7 +55,13 @@ class BetaDecay(Component):
     # it regularises the strategy's per-op parameters through the architecture loss
     requires = frozenset({"arch_params", "arch_penalty"})
 
-    def __init__(self, *, lambda_max: float = 50.0, ramp_epochs: int | None = 100) -> None:
+    def __init__(
+        self,
+        *,
+        lambda_max: float = 50.0,
+        ramp_epochs: int | None = 100,
+        in_second_order: bool = False,
+    ) -> None:
         super().__init__()
         if lambda_max < 0:
             raise ValueError(f"components: lambda_max must be >= 0, got {lambda_max}")
@@ -58,10 +69,24 @@ class BetaDecay(Component):
             raise ValueError(
                 f"components: ramp_epochs must be a positive int or null, got {ramp_epochs}"
             )
+        if not isinstance(in_second_order, bool):
+            raise ValueError(
+                f"components: in_second_order must be true or false, got {in_second_order!r}"
+            )
         self.lambda_max = float(lambda_max)
         self.ramp_epochs = ramp_epochs
+        self.in_second_order = in_second_order
         self.weight = 0.0  # epoch 0's
         self._search_epochs: int | None = None
+
+    def check_strategy(self, strategy: SearchStrategy) -> None:
+        super().check_strategy(strategy)
+        if not self.in_second_order and not strategy.has("direct_params"):
+            raise ValueError(
+                f"{self.label} needs a first-order architecture step (the reference's unrolled "
+                "step has no Beta-Decay term): set search.order=1, or "
+                f"components.{self.name or 'beta_darts'}.in_second_order=true to add it there"
+            )
 
     def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
         self._search_epochs = context.epochs

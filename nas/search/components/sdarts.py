@@ -17,6 +17,12 @@ so the supernet's weights become robust to the architecture moving:
 
 ``clip`` (``model_search.py: clip``) clamps each row to [0, 1]; a row that becomes all zero
 gets a one at the entry that was largest before the clamp; then each row is divided by its sum.
+It leaves exact zeros, whose ops the reference still runs (``MixedOp.forward``: ``sum(w *
+op(x))`` over every op): both components set ``Supernet.zero_weight_ops_run``, so those ops'
+parameters get zero gradients (weight decay and momentum move them, batch norm updates its
+running statistics) and ADV's sign step sees the gradient of a zero entry. A strategy of one-hot
+samples with an architecture step (GDAS, ReinMax) turns it off again in its ``attach``: its
+own zeros are ops not drawn, so its perturbed weight steps skip the zero entries' ops.
 Epsilon grows per epoch, ``eps_e = 0.03 + (eps_max - 0.03) * e / T`` (``train_search.py:170``),
 so the last epoch uses ``0.03 + 0.27 * (T - 1) / T`` (~0.295 at T = 50).
 
@@ -44,7 +50,7 @@ from nas.search.components.base import Component
 
 if TYPE_CHECKING:
     from nas.search.base import SearchContext, SearchStrategy, Shards
-    from nas.supernet import ArchWeights
+    from nas.supernet import ArchWeights, Supernet
 
 
 def clip_to_simplex(a_EO: Tensor) -> Tensor:
@@ -94,6 +100,14 @@ class _Perturbation(Component):
                 f"every edge); {', '.join(independent)} mixes with independent weights that are "
                 "not"
             )
+
+    def prepare_supernet(self, supernet: Supernet) -> None:
+        # the clip leaves exact zeros (near-uniform weights on 8 ops at epsilon 0.3: an entry
+        # of 1/8 with noise below -1/8, 29 %); the reference
+        # still computes w * op(x) for them (model_search.py: MixedOp.forward), so their ops
+        # keep training (weight decay, momentum, batch-norm statistics) and ADV's attack gets
+        # the gradient of a zero entry, <dL/do, op(x)>, and can move it off zero
+        supernet.zero_weight_ops_run = True
 
     def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
         self._search_epochs = context.epochs
