@@ -349,7 +349,10 @@ class SearchStrategy(nn.Module, abc.ABC):
             enabled=self.ctx.autocast_dtype is not None,
         ):
             logits = self.supernet(x, weights)
-        return F.cross_entropy(logits.float(), y), logits
+        # the loss in at least float32 (bf16 / fp16 logits under autocast), float64 kept
+        return F.cross_entropy(
+            logits.to(torch.promote_types(logits.dtype, torch.float32)), y
+        ), logits
 
     def step(
         self, train_batch: Batch | Shards, val_batch: Batch | Shards, *, update_arch: bool = True
