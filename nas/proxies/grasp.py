@@ -28,6 +28,11 @@ class Grasp(Proxy):
     name = "grasp"
 
     def score(self, net: Scorable, x: Tensor, y: Tensor | None) -> float:
+        return float(sum(float(t.sum()) for t in self.per_weight(net, x, y) if t is not None))
+
+    def per_weight(self, net: Scorable, x: Tensor, y: Tensor | None) -> list[Tensor | None]:
+        """``-W * Hg`` of each scored layer (module order; None where the layer gets no
+        gradient), the reference's per-weight array."""
         check_images(self.name, x)
         y = check_labels(self.name, x, y)
         layers = net.scored_layers(self.name)
@@ -45,8 +50,6 @@ class Grasp(Proxy):
                 if a is not None and b is not None and b.requires_grad
             ]
             if not terms:
-                return 0.0
+                return [None] * len(weights)
             hg = torch.autograd.grad(torch.stack(terms).sum(), weights, allow_unused=True)
-        return float(
-            sum(float((-w.detach() * h).sum()) for w, h in zip(weights, hg) if h is not None)
-        )
+        return [None if h is None else -w.detach() * h for w, h in zip(weights, hg)]

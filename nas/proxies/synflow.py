@@ -22,6 +22,11 @@ class Synflow(Proxy):
     data = DataSpec(kind="ones", batch_size=1, augment=False)
 
     def score(self, net: Scorable, x: Tensor, y: Tensor | None) -> float:
+        return float(sum(float(t.sum()) for t in self.per_weight(net, x) if t is not None))
+
+    def per_weight(self, net: Scorable, x: Tensor) -> list[Tensor | None]:
+        """``|W * dR/dW|`` of each scored layer (module order; None where the layer gets no
+        gradient), the reference's per-weight array."""
         check_images(self.name, x)
         net.scored_layers(self.name)  # the one-line refusal, before any copying
         work = net.copy()
@@ -39,8 +44,4 @@ class Synflow(Proxy):
         with bn_mode(model, "none"), torch.enable_grad():
             out = work.logits(ones)
             grads = torch.autograd.grad(out.sum(), weights, allow_unused=True)
-        return float(
-            sum(
-                float((w.detach() * g).abs().sum()) for w, g in zip(weights, grads) if g is not None
-            )
-        )
+        return [None if g is None else (w.detach() * g).abs() for w, g in zip(weights, grads)]

@@ -13,7 +13,8 @@ Dirichlet Neural Architecture Search", ICLR 2021:
   loss, in which case Adam applies no weight decay;
 * progressive learning (section 3.3): a list of stages, each with a partial-channel K, the
   number of ops kept per edge and its epochs. Between stages every edge is pruned to its top-k
-  ops by beta (the others masked; they cost no compute), every op is widened from C/K_old to
+  ops by beta (the others masked, their beta set to 0 as the reference's ``utils.prune`` does;
+  they cost no compute), every op is widened from C/K_old to
   C/K_new channels (Net2Wider, ``nas.supernet.widen``) with the weight optimiser's momentum
   buffers expanded the same way, and the architecture optimiser keeps its state. Architecture
   updates start ``arch_start_epoch`` epochs into each stage.
@@ -280,6 +281,11 @@ class DrNAS(DARTS):
                 keep = ranked.topk(nxt.keep, dim=-1).indices
                 new_mask = torch.zeros_like(mask).scatter_(-1, keep, True)
                 self.supernet.set_op_mask(ct, new_mask)
+                # as the reference's ``utils.prune``: the pruned ops' beta is set to 0 (their
+                # concentration to 1). They still enter each edge's Dirichlet draw before it
+                # is masked and renormalised, so the sample and its pathwise gradient (through
+                # the total concentration), and the KL term, depend on them.
+                beta.masked_fill_(~new_mask, 0.0)
         if nxt.partial_channels != self.supernet.partial_channels:
             # The same generator on every rank and every resume: identical widening.
             generator = torch.Generator().manual_seed(self.widen_seed * 1000 + stage)

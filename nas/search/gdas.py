@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from nas import distributed as D
 from nas.search.base import Batch, Shards
 from nas.search.sampling import SamplingStrategy, check_tau, gumbel, linear_tau
 from nas.supernet import ArchWeights
@@ -146,6 +147,52 @@ class GDAS(SamplingStrategy):
         gen = self.generator(next(iter(self.arch_params.values())).device)
         tau = self.tau
         return {ct: gdas_sample(self.sampling_logits(ct), tau, gen)[0] for ct in self.arch_params}
+
+    def weight_step(self, train_batch: Batch | Shards) -> dict[str, Tensor]:
+        """The weight step; with ``clip_arch_with_weights`` the clip norm also holds what the
+        reference's ``alpha.grad`` holds at its clip (``GDAS.py:50-54``): ``w_optimizer.
+        zero_grad()`` clears the weights only, so the training loss's gradient of alpha is
+        added to the last architecture step's gradient, which the architecture optimiser left
+        in ``.grad`` (``a_optimizer.zero_grad()`` runs only before the next architecture step,
+        ``GDAS.py:65``). The base step clears ``.grad`` before its backward; a one-shot hook
+        on each alpha adds that stale gradient back (1 / world of it per rank: the ranks'
+        gradients are summed). The first step of a run (or of a resumed run) has none."""
+        handles = []
+        if self.clip_arch_with_weights:
+            share = 1.0 / D.get_world_size()
+            for a in self.arch_parameters():
+                if a.grad is None:
+                    continue
+                pending = [a.grad.detach() * share]
+
+                def add_stale(g: Tensor, pending: list[Tensor] = pending) -> Tensor:
+                    return g + pending.pop() if pending else g
+
+                handles.append(a.register_hook(add_stale))
+        try:
+            return super().weight_step(train_batch)
+        finally:
+            for h in handles:
+                h.remove()
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """With ``clip_arch_with_weights``, also the gradient the last architecture step left
+        in ``.grad`` (it enters the next weight step's clip): a resumed run clips as the
+        uninterrupted one."""
+        state = super().checkpoint_state()
+        if self.clip_arch_with_weights:
+            state["arch_grads"] = {
+                ct: None if a.grad is None else a.grad.detach().clone()
+                for ct, a in self.arch_params.items()
+            }
+        return state
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        super().load_checkpoint_state(state)
+        for ct, g in (state.get("arch_grads") or {}).items():
+            if ct in self.arch_params and g is not None:
+                a = self.arch_params[ct]
+                a.grad = g.to(device=a.device, dtype=a.dtype)
 
     def step(
         self, train_batch: Batch | Shards, val_batch: Batch | Shards, *, update_arch: bool = True

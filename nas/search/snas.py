@@ -29,8 +29,9 @@ code (SNAS-Series/SNAS-Series, ``SNAS/``):
   below 1 in magnitude counting as 1; ``linear``: ``0.43 sum w (2 size + flops/4000 +
   mac/100)``. Summed over the edges of every cell; the total is ``normal / n_normal +
   reduce_ratio * reduce / n_reduce`` over the cells of each type (the reference divides by
-  its 6 normal and 2 reduction cells), ``lambda`` = 1e-2 (the README's single-GPU
-  command; its 20-cell multi-GPU commands use 1.5e-3).
+  its 6 normal and 2 reduction cells), ``lambda`` = 1.5e-3 (what the README's
+  commands pass, ``--resource_lambda 1.5e-3``, single-GPU and multi-GPU; the "1e-2" in the
+  single-GPU command's ``--remark`` label is not an argument).
 
 Not reproduced: the reference's drop-path (0.3) on every edge of the search network (the
 supernet has no drop-path); its policy-gradient and "discrete" resource variants. Evaluation
@@ -105,7 +106,7 @@ class SNAS(SamplingStrategy):
         tau_min: float = 0.03,
         schedule_epochs: int | None = None,
         resource_penalty: str | None = None,
-        resource_lambda: float = 1e-2,
+        resource_lambda: float = 1.5e-3,
         reduce_ratio: float = 1.0,
     ) -> None:
         if arch_optimizer not in ("sgd", "adam"):

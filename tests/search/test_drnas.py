@@ -243,3 +243,28 @@ def test_stage_transition_widens_nb201_running_statistics_with_their_channels():
     with torch.no_grad():
         out = net(_batch()[0], s.arch_weights(sample=False))
     assert torch.isfinite(out).all()
+
+
+def test_pruning_sets_the_pruned_ops_beta_to_zero_as_the_reference():
+    """xiangning-chen/DrNAS ``utils.prune`` copies the kept betas into zeros: a pruned op keeps
+    concentration 1 in the Dirichlet draw (whose pathwise gradient sees the total) and in KL."""
+    stages = [
+        {"epochs": 1, "partial_channels": 1, "keep": 5},
+        {"epochs": 1, "partial_channels": 1, "keep": 2},
+        {"epochs": 1, "partial_channels": 1, "keep": 1},
+    ]
+    net, _, s = _setup(stages=stages)
+    beta = torch.randn(6, 5, generator=torch.Generator().manual_seed(1)) + 3
+    with torch.no_grad():
+        s.arch_params["cell"].copy_(beta)
+    s.enter_stage(1)
+    keep = torch.zeros(6, 5, dtype=torch.bool).scatter(1, beta.topk(2, -1).indices, True)
+    assert torch.equal(net.op_mask("cell"), keep)
+    assert torch.equal(s.arch_params["cell"].detach(), beta * keep)
+    assert torch.equal(s.concentration("cell")[~keep], torch.ones(int((~keep).sum())))
+    with torch.no_grad():  # a pruned op never comes back, whatever its beta does later
+        s.arch_params["cell"][~keep] = 10.0
+    s.enter_stage(2)
+    kept = torch.zeros(6, 5, dtype=torch.bool).scatter(1, beta.topk(1, -1).indices, True)
+    assert torch.equal(net.op_mask("cell"), kept)
+    assert torch.equal(s.arch_params["cell"].detach(), beta * kept)
