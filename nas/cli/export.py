@@ -11,16 +11,22 @@ initialisation (for latency measurements). Each file is run at once (onnxruntime
 * ``nas-export outputs/train-darts_cifar10/seed0 --weights outputs/train-darts_cifar10/seed0
   --onnx net.onnx`` (hypothetical paths; the run folder's genotype.json is read)
 
-ONNX needs ``pip install "nas-toolkit[export]"`` (onnx, onnxscript, onnxruntime). Bad input
-prints one line and exits with status 2.
+ONNX needs ``pip install "nas-toolkit[export]"`` (onnx, onnxscript, onnxruntime). A network
+under 1 GB of weights is one self-contained ``.onnx`` file; a larger one also writes
+``<file>.onnx.data`` beside it (ONNX's 2 GB limit), which must travel with it. Each file is
+written under a temporary name and renamed once checked, so a failed export leaves nothing and
+an earlier file as it was. Bad input (an option out of range, an output path that is a folder,
+under a file or not writable) prints one line and exits with status 2, before any work.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from nas.cli.errors import one_line_errors
+from nas.run.disk import check_output_file
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -43,6 +49,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     if not args.onnx and not args.torchscript:
         raise ValueError("nothing to write: give --onnx FILE and/or --torchscript FILE")
+    for flag, value in (("--batch", args.batch), ("--num-classes", args.num_classes),
+                        ("--image-size", args.image_size), ("--C", args.C),
+                        ("--layers", args.layers)):  # fmt: skip
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    if (
+        args.onnx
+        and args.torchscript
+        and Path(args.onnx).resolve() == Path(args.torchscript).resolve()
+    ):
+        raise ValueError("--onnx and --torchscript name the same file; expected two paths")
+    for flag, value in (("--onnx", args.onnx), ("--torchscript", args.torchscript)):
+        if value:
+            check_output_file(value, flag)  # before the network is built and traced
     # torch loads after argument parsing: --help and bad options stay instant
     from nas.hardware.export import build_for_export, export_onnx, export_torchscript
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nas.cli.errors import one_line_errors
+from nas.cli.errors import check_device, one_line_errors
+from nas.run.disk import check_output_file
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -195,6 +196,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--from TABLE calibrates a table: give --calibrate N too")
     if args.calibrate is not None and args.calibrate < 2:
         raise ValueError(f"--calibrate needs at least 2 networks, got {args.calibrate}")
+    check_device(args.device, "--device")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    for flag, value in (("--batch", args.batch), ("--repeats", args.repeats)):
+        if value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    check_output_file(args.output, "-o/--output")  # before minutes of profiling
     import torch  # after argument parsing, as above
 
     from nas.hardware.parts import Part, network_layout
@@ -219,8 +229,6 @@ def run(args: argparse.Namespace) -> int:
     # the family's evaluation network of its paper (NB201: C=16, N=5; DARTS: C=36, 20 cells)
     C0, L0 = family_of(get_space(args.space)).paper_size
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     layout = network_layout(
         args.space,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from nas.cli.errors import one_line_errors
+from nas.run.disk import check_output_folder
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -136,11 +137,18 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--zen-repeat must be >= 1, got {args.zen_repeat}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    for flag, value in (("--sample", args.sample), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
     out = Path(args.out or f"outputs/proxies/seed{args.seed}")
+    if not args.report:
+        check_output_folder(out, "--out")  # before the first cell is scored
     if args.report:
         print(report(out, names, plots=not args.no_plots), end="")
         return 0
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     indices = sample_cells(15625 if args.all else args.sample, args.seed)
     out.mkdir(parents=True, exist_ok=True)

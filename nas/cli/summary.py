@@ -3,7 +3,8 @@
 ``nas-summary DARTS_V2`` builds the published DARTS_V2 cell into ``NetworkCIFAR`` (C=36, 20
 layers, 10 classes, as in the DARTS paper) and prints its parameters and multiply-adds;
 ``--network imagenet`` builds ``NetworkImageNet`` (C=48, 14 layers, 1000 classes); an NB201
-arch string or benchmark index builds NAS-Bench-201's ``TinyNetwork`` (C=16, N=5).
+arch string or benchmark index builds NAS-Bench-201's ``TinyNetwork`` (C=16, N=5); a search's
+run folder or ``genotype.json`` builds the cell it found (the forms ``nas-train`` takes).
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ import sys
 from nas.cli.errors import one_line_errors
 from nas.summary import summarize
 from search_spaces.families import family_of
-from search_spaces.nb201 import index_to_arch
-from search_spaces.published import resolve_genotype
 
 
-@one_line_errors("nas-summary", (ValueError,))
+@one_line_errors("nas-summary")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nas-summary", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "genotype", help="published name, genotype text, NB201 arch string or index"
+        "genotype",
+        help="genotype.json, run folder, published name, genotype text, NB201 arch or index",
     )
     parser.add_argument("--network", choices=["cifar", "imagenet"], default="cifar")
     parser.add_argument("--C", type=int, default=None, help="initial channels")
@@ -32,16 +32,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-classes", type=int, default=None)
     parser.add_argument("--no-auxiliary", action="store_true")
     args = parser.parse_args(argv)
-    spec = args.genotype.strip()
-    genotype = resolve_genotype(index_to_arch(int(spec)) if spec.isdigit() else spec)
+    for flag, value in (("--C", args.C), ("--layers", args.layers),
+                        ("--num-classes", args.num_classes)):  # fmt: skip
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    # the forms nas-train and nas-export take (a search's run folder or genotype.json too)
+    from nas.train.model import resolve_train_genotype
+
+    genotype = resolve_train_genotype(args.genotype)
     family = family_of(genotype)
     imagenet = args.network == "imagenet" and family.imagenet_size is not None
     C, layers = family.imagenet_size if imagenet and family.imagenet_size else family.paper_size
     model, net = family.network(
         genotype,
-        C=args.C or C,
-        layers=args.layers or layers,
-        num_classes=args.num_classes or (1000 if imagenet else 10),
+        C=args.C if args.C is not None else C,
+        layers=args.layers if args.layers is not None else layers,
+        num_classes=args.num_classes
+        if args.num_classes is not None
+        else (1000 if imagenet else 10),
         image_size=224 if imagenet else 32,
         auxiliary=not args.no_auxiliary,
     )

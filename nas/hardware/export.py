@@ -16,6 +16,7 @@ then shows that the swap computes the same thing.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -157,6 +158,20 @@ def _check(name: str, got: Tensor, want: Tensor, tol: float) -> float:
     return err
 
 
+# ONNX keeps a model in one protobuf file up to 2 GB; larger ones need external data
+ONE_FILE_BYTES = 1 << 30
+
+
+def _temporary(path: Path) -> Path:
+    """A fresh name beside ``path`` for a file written, checked, then renamed over it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _discard(tmp: Path) -> None:
+    for p in (tmp, tmp.with_name(tmp.name + ".data")):
+        p.unlink(missing_ok=True)
+
+
 def export_onnx(
     model: Logits,
     input_size: tuple[int, int, int],
@@ -167,7 +182,10 @@ def export_onnx(
     tol: float = 1e-4,
 ) -> float:
     """Write ``model`` as ONNX (dynamic batch) and check it with onnxruntime; returns the
-    largest absolute logit difference."""
+    largest absolute logit difference. A network under 1 GB of weights is one self-contained
+    file; a larger one is ``path`` plus ``path.data`` (ONNX's 2 GB limit), both needed to load
+    it. The file is written under a temporary name, checked, then renamed: a failed export or
+    check leaves no file and an earlier file of that name as it was."""
     try:
         import onnxruntime as ort  # optional extra (export): loaded only to check a file
     except ImportError:
@@ -176,26 +194,37 @@ def export_onnx(
         ) from None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    external = size >= ONE_FILE_BYTES
+    tmp = _temporary(path)
     # torch.export specialises a dimension of size 1: trace with 2 so the batch stays dynamic
     x = torch.randn(max(batch, 2), *input_size, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        torch.onnx.export(
-            model,
-            (x,),
-            str(path),
-            input_names=["images"],
-            output_names=["logits"],
-            opset_version=opset,
-            dynamo=True,
-            dynamic_shapes=({0: torch.export.Dim("batch")},),
-            verbose=False,
-        )
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    check = torch.randn(batch + 1, *input_size, generator=torch.Generator().manual_seed(2))
-    got = torch.from_numpy(session.run(None, {"images": check.numpy()})[0])
-    with torch.no_grad():
-        want = model(check)
-    return _check("ONNX", got, want, tol)
+    try:
+        with torch.no_grad():
+            torch.onnx.export(
+                model,
+                (x,),
+                str(tmp),
+                input_names=["images"],
+                output_names=["logits"],
+                opset_version=opset,
+                dynamo=True,
+                external_data=external,
+                dynamic_shapes=({0: torch.export.Dim("batch")},),
+                verbose=False,
+            )
+        session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
+        check = torch.randn(batch + 1, *input_size, generator=torch.Generator().manual_seed(2))
+        got = torch.from_numpy(session.run(None, {"images": check.numpy()})[0])
+        with torch.no_grad():
+            want = model(check)
+        err = _check("ONNX", got, want, tol)
+        if external:  # the model names its data file: keep the name, move the file
+            os.replace(tmp.with_name(tmp.name + ".data"), path.with_name(path.name + ".data"))
+        os.replace(tmp, path)
+        return err
+    finally:
+        _discard(tmp)
 
 
 def export_torchscript(
@@ -206,19 +235,26 @@ def export_torchscript(
     batch: int = 1,
     tol: float = 1e-4,
 ) -> float:
-    """Write ``model`` as a traced TorchScript file and check it after loading it back."""
+    """Write ``model`` as a traced TorchScript file and check it after loading it back (under
+    a temporary name, renamed once checked, as ``export_onnx``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
     x = torch.randn(batch, *input_size, generator=torch.Generator().manual_seed(1))
-    with warnings.catch_warnings():
-        # TorchScript is deprecated in favour of torch.export, but still what many C++ and
-        # mobile runtimes load
-        warnings.simplefilter("ignore", FutureWarning)
-        with torch.no_grad(), traceable_ops():
-            traced = torch.jit.trace(model, x)
-        traced.save(str(path))
-        loaded = torch.jit.load(str(path), map_location="cpu")
-    check = torch.randn(batch + 1, *input_size, generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        got, want = loaded(check), model(check)
-    return _check("TorchScript", got, want, tol)
+    try:
+        with warnings.catch_warnings():
+            # TorchScript is deprecated in favour of torch.export, but still what many C++
+            # and mobile runtimes load
+            warnings.simplefilter("ignore", FutureWarning)
+            with torch.no_grad(), traceable_ops():
+                traced = torch.jit.trace(model, x)
+            traced.save(str(tmp))
+            loaded = torch.jit.load(str(tmp), map_location="cpu")
+        check = torch.randn(batch + 1, *input_size, generator=torch.Generator().manual_seed(2))
+        with torch.no_grad():
+            got, want = loaded(check), model(check)
+        err = _check("TorchScript", got, want, tol)
+        os.replace(tmp, path)
+        return err
+    finally:
+        _discard(tmp)

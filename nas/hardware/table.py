@@ -151,6 +151,16 @@ class LatencyTable:
         missing = [k for k in ("environment", "network", "protocol", "entries") if k not in data]
         if missing:
             raise ValueError(f"latency table {source} lacks {', '.join(missing)}")
+        kind = (
+            data["environment"].get("device_type")
+            if isinstance(data["environment"], dict)
+            else None
+        )
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(
+                f"latency table {source}: device_type {kind!r} is not a device latencies are "
+                "measured on; expected cpu or cuda (nas-profile --device)"
+            )
         calibration = data.get("calibration")
         if calibration is not None:
             ok = isinstance(calibration, dict) and all(

@@ -51,6 +51,40 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
+def check_output_file(path: str | Path, what: str) -> Path:
+    """Refuse, before any work, an output file that cannot be written: a folder, a path under
+    a file, or a folder without write permission (``ValueError``, one line naming ``what``,
+    e.g. ``--onnx``). Returns the path."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {path}: is a folder; expected the path of a file to write")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{what} {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: the folder {ancestor} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{what} {path}: the file is read-only")
+    return path
+
+
+def check_output_folder(path: str | Path, what: str) -> Path:
+    """As ``check_output_file`` for a folder to create or write into."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {path}: is a file; expected a folder")
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{what} {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: the folder {ancestor} is not writable")
+    return path
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through a temporary file in the same folder, flushed to disk, then renamed
     over the old file (``os.replace`` is atomic on POSIX): a run killed at any moment, or a write

@@ -1,0 +1,134 @@
+"""Outputs and options of nas-profile, nas-export, nas-proxy and nas-summary are checked before
+any work, in one line, exit 2; exports are written whole or not at all."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nas.cli import export, profile, proxy, summary
+from nas.cli.errors import error_line
+from nas.run.disk import check_output_file, check_output_folder
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|skip_connect~0|skip_connect~1|skip_connect~2|"
+
+
+def _one_line(capsys, program):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"{program}: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("device", ["gpu", "meta", "cuda:x", ""])
+def test_profile_refuses_a_device_that_is_not_one(capsys, tmp_path, device):
+    assert profile.main(["--device", device, "-o", str(tmp_path / "t.json")]) == 2
+    assert "expected cpu, cuda or cuda:N" in _one_line(capsys, "nas-profile")
+
+
+def test_profile_refuses_an_output_it_cannot_write_before_profiling(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    # --repeats 10**9 would take hours: the refusal must come first
+    for out, words in ((tmp_path / "afile" / "t.json", "is a file, not a folder"),
+                       (tmp_path, "is a folder")):  # fmt: skip
+        assert profile.main(["--repeats", str(10**9), "-o", str(out)]) == 2
+        assert words in _one_line(capsys, "nas-profile")
+    for flag in ("--threads", "--batch", "--repeats"):
+        assert profile.main([flag, "0", "-o", str(tmp_path / "t.json")]) == 2
+        assert f"{flag} must be >= 1" in _one_line(capsys, "nas-profile")
+
+
+def test_a_table_of_another_device_kind_is_refused(capsys, tmp_path):
+    assert profile.main(["--no-time", "--C", "4", "--layers", "1", "-q",
+                         "-o", str(tmp_path / "t.json")]) == 0  # fmt: skip
+    data = json.loads((tmp_path / "t.json").read_text())
+    data["environment"]["device_type"] = "meta"
+    (tmp_path / "meta.json").write_text(json.dumps(data))
+    capsys.readouterr()
+    assert profile.main(["--show", str(tmp_path / "meta.json"), "--check"]) == 2
+    assert "device_type 'meta'" in _one_line(capsys, "nas-profile")
+
+
+def test_export_refuses_bad_outputs_before_building(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    cases = [
+        (["--onnx", str(tmp_path / "afile" / "x.onnx")], "is a file, not a folder"),
+        (["--torchscript", str(tmp_path)], "is a folder"),
+        (["--onnx", str(tmp_path / "x"), "--torchscript", str(tmp_path / "x")], "the same file"),
+        (["--onnx", str(tmp_path / "x.onnx"), "--batch", "0"], "--batch must be >= 1"),
+    ]
+    for extra, words in cases:
+        assert export.main([ARCH, *extra]) == 2
+        assert words in _one_line(capsys, "nas-export")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_export_writes_one_self_contained_onnx_file(tmp_path):
+    pytest.importorskip("onnxruntime")
+    import onnxruntime
+
+    out = tmp_path / "net.onnx"
+    assert export.main([ARCH, "--C", "4", "--layers", "1", "--onnx", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["net.onnx"]  # no .data, no temp
+    onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+
+
+def test_a_failed_export_leaves_the_earlier_file(tmp_path, monkeypatch):
+    from nas.hardware import export as hw
+
+    out = tmp_path / "net.pt"
+    out.write_text("earlier")
+
+    def differs(*args, **kwargs):
+        raise ValueError("TorchScript logits differ")
+
+    monkeypatch.setattr(hw, "_check", differs)
+    assert export.main([ARCH, "--C", "4", "--layers", "1", "--torchscript", str(out)]) == 2
+    assert out.read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["net.pt"]
+
+
+def test_proxy_refuses_bad_threads_and_outputs(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    for args, words in ((["--threads", "0"], "--threads must be >= 1"),
+                        (["--threads", "-1"], "--threads must be >= 1"),
+                        (["--sample", "0"], "--sample must be >= 1"),
+                        (["--out", str(tmp_path / "afile")], "is a file; expected a folder"),
+                        (["--out", str(tmp_path / "afile" / "sub")], "is a file, not a folder")):  # fmt: skip
+        assert proxy.main(args) == 2
+        assert words in _one_line(capsys, "nas-proxy")
+
+
+def test_summary_refuses_sizes_below_one_and_takes_run_folders(capsys, tmp_path):
+    for flag, value in (("--C", "0"), ("--layers", "-1"), ("--num-classes", "0")):
+        assert summary.main(["DARTS_V2", flag, value]) == 2
+        assert f"{flag} must be >= 1" in _one_line(capsys, "nas-summary")
+    from search_spaces.genotype import parse_nb201_arch
+
+    (tmp_path / "genotype.json").write_text(
+        json.dumps({"genotype": parse_nb201_arch(ARCH).to_json()})
+    )
+    for spec in (str(tmp_path), str(tmp_path / "genotype.json")):
+        assert summary.main([spec, "--C", "4", "--layers", "1"]) == 0
+        assert ARCH in capsys.readouterr().out
+
+
+def test_os_errors_are_one_line_with_the_file():
+    e = PermissionError(13, "Permission denied", "/x/y")
+    assert error_line(e) == "/x/y: Permission denied"
+    assert error_line(FileNotFoundError("no table at /t; run nas-profile first")).startswith(
+        "no table"
+    )
+
+
+def test_output_checks(tmp_path):
+    (tmp_path / "f").write_text("")
+    assert (
+        check_output_file(tmp_path / "new" / "deeper" / "x", "-o")
+        == tmp_path / "new" / "deeper" / "x"
+    )
+    assert check_output_folder(tmp_path / "new" / "d", "--out") == tmp_path / "new" / "d"
+    with pytest.raises(ValueError, match="is a folder"):
+        check_output_file(tmp_path, "-o")
+    with pytest.raises(ValueError, match="is a file"):
+        check_output_folder(tmp_path / "f", "--out")
