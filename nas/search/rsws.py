@@ -11,9 +11,10 @@ batch with it; there are no architecture parameters and no architecture steps.
   op uniformly from the edge's ops, ``none`` included; normal and reduction cells
   independently. NB201 (AutoDL ``search_model_random.py:75-95``): one uniform op per edge.
 * The mixing weights are 1 at each picked (edge, op) and 0 elsewhere, and the supernet runs
-  only the picked ops. The DARTS-space reference multiplies every op's output by its 0 weight
-  instead, so all ops' batch-norm statistics move every step; here only the picked ops' do (as
-  AutoDL's NB201 version), which is also what makes a step cost about one op per edge.
+  only the picked ops, as AutoDL's NB201 version does, which is what makes a step cost about
+  one op per edge. The DARTS-space reference's network (``model_search.Network(...,
+  discrete=True)``) is not in randomNAS_release; ``experiments/fidelity/rsws.py`` compares its
+  sampling, weights, weight step and scoring with our supernet standing in for that network.
 * ``grad_clip`` (default 0.25, ``darts_wrapper_discrete.py:169-181``) replaces the run's
   ``optimizer.grad_clip`` (DARTS: 5); null keeps the run's.
 

@@ -8,8 +8,10 @@ Architecture Selection in Differentiable NAS", ICLR 2021 (Alg. 1 and 2):
   architecture split; the op whose removal lowers accuracy most (``criterion: acc``) or raises
   the loss most (``criterion: loss``) is kept, and the edge becomes one-hot on it;
 * topology projection (DARTS-style spaces): for each node with more than two inputs (picked at
-  random), repeatedly remove the edge whose removal leaves the highest accuracy (lowest loss)
-  until two remain;
+  random), score the removal of each input edge alone (the node's other edges present), then
+  remove the edge whose removal leaves the highest accuracy (lowest loss), ties the later edge,
+  until two remain: the two kept are the two whose removal hurts most. The scores are not
+  re-evaluated after a removal, as the reference's loop (its rounds see the same weights);
 * between projections the supernet is fine-tuned for ``proj_intv`` epochs: SGD with a fresh
   momentum at lr = search lr x ``tune_lr_factor``, held constant as the reference does on every
   space (``sota/cnn/projection.py`` builds a cosine scheduler but never steps it;
@@ -111,7 +113,9 @@ def evaluate_variants(
                     else:
                         torch.manual_seed(seed * VARIANT_BATCH_STRIDE + b)
                         state = supernet.run_prefix(x, weights, 0)
-                    logits = supernet.run_suffix(state, weights, stop).float()
+                    logits = supernet.run_suffix(state, weights, stop)
+                    if logits.dtype in (torch.float16, torch.bfloat16):
+                        logits = logits.float()  # the loss of half-precision logits in fp32
                     loss[v] += float(F.cross_entropy(logits, y, reduction="sum"))
                     correct[v] += float((logits.argmax(1) == y).sum())
                 count += int(y.shape[0])
@@ -387,15 +391,21 @@ class PerturbationSelection(Selector):
         ]
         node = self._pick(open_nodes)
         eids = [e.index for e in cell.edges_into(node)]
+        # every input edge removed alone from the node as it is (all its edges present), once:
+        # the reference (sota/cnn/projection.py project_edge) evaluates every round on
+        # get_projected_weights, where the edges it has dropped from its list are still
+        # present (they are zeroed only after the loop), so each round's scores are the first
+        # round's for the edges left
+        base = self._base_weights(strategy)
+        variants = []
+        for e in eids:
+            w = {ct: t.clone() for ct, t in base.items()}
+            w[cell_type][e] = 0.0
+            variants.append(w)
+        all_scores = dict(zip(eids, self._eval(ctx, strategy, cell_type, variants)))
         rounds = []
         while len(eids) > keep:
-            base = self._base_weights(strategy)
-            variants = []
-            for e in eids:
-                w = {ct: t.clone() for ct, t in base.items()}
-                w[cell_type][e] = 0.0
-                variants.append(w)
-            scores = self._eval(ctx, strategy, cell_type, variants)
+            scores = [all_scores[e] for e in eids]
             ok = [
                 self.budget_model is None or self._removal_feasible(strategy, cell_type, e)
                 for e in eids
