@@ -21,6 +21,11 @@ from tqdm import tqdm
 _MODES = ("bar", "lines", "both", "none")
 
 
+def check_mode() -> None:
+    """Refuse a ``NAS_PROGRESS`` value that is not a mode (one line), before a run starts."""
+    _modes()
+
+
 def _modes() -> tuple[bool, bool]:
     """(tqdm bar, plain lines) for this process's streams."""
     mode = os.environ.get("NAS_PROGRESS", "").strip().lower()

@@ -31,6 +31,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from nas.cli import launch
+from nas.progress import check_mode as check_progress_mode
 from nas.run.folder import missing_dirs
 
 # Hydra's own flags: with these, Hydra prints or answers something; no run starts.
@@ -66,6 +67,14 @@ def _unknown_key(program: str, key: str, schema: DictConfig, how: str) -> Comman
     options = _keys_of(node)
     if not parent:  # the groups are keys too, but set with group=option
         options = [k for k in options if k != "hydra"]
+    parts = key.split(".")
+    listed = _keys_of(OmegaConf.select(schema, "components", default=None))
+    if len(parts) >= 2 and parts[0] == "components" and parts[1] not in listed:
+        wanted = ",".join([*listed, parts[1]])
+        return CommandLineError(
+            f"{how}: component {parts[1]!r} is not in this run's components "
+            f"({', '.join(listed) or 'none'}); add it with components=[{wanted}]"
+        )
     where = f"{parent} has" if parent else f"{program} reads"
     return CommandLineError(
         f"unknown config key {key!r} ({how}); {where}: {', '.join(options)}"
@@ -96,6 +105,10 @@ def check_command_line(
     ``CommandLineError`` (one line) on the first problem. ``argv`` is what Hydra will see."""
     if any(a in _HYDRA_INFO_FLAGS or a.startswith("--cfg") for a in argv):
         return
+    try:  # the environment's settings too, before the run folder exists
+        check_progress_mode()
+    except ValueError as e:
+        raise CommandLineError(_first_line(e)) from None
     multirun = "-m" in argv or "--multirun" in argv
     words = [a for a in argv if not a.startswith("-")]
     try:

@@ -8,6 +8,7 @@ process the same way). Imports no torch.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 
 from nas.cli.errors import EXIT_BAD_INPUT
 from nas.run.disk import is_write_error, write_error_message
-from nas.run.folder import RunFolder
+from nas.run.folder import RunFolder, remove_new_empty_dirs
 from nas.run.lock import RunFolderBusy
 from nas.run.signals import Preempted
 
@@ -118,12 +119,38 @@ def run_in_folder(
     except OSError as e:
         if not is_write_error(e):
             if isinstance(e, bad_input):
+                _discard_refused(run_dir, checkpoint)
                 fail(program, _first_line(e))
             raise
         fail(program, write_error_message(e, run_dir, checkpoint))
     except bad_input as e:
+        _discard_refused(run_dir, checkpoint)
         fail(program, _first_line(e))
 
 
+def _discard_refused(run_dir: Path, checkpoint: Path) -> None:
+    """A run refused for bad input before its first checkpoint, in a folder this command
+    created, leaves nothing: the folder (its config, empty logs, event file) is removed. A
+    folder that existed before, or one holding a checkpoint, is kept as it is."""
+    if not is_rank0() or checkpoint.is_file():
+        return
+    created = {Path(p).absolute() for p in NEW_DIRS}
+    if run_dir.absolute() not in created:
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    remove_new_empty_dirs(run_dir.parent, NEW_DIRS)
+
+
 def _first_line(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
+    """The first line of the message; for an error re-raised from a DataLoader worker
+    ("Caught X in DataLoader worker process 0." and the worker's traceback), the original
+    message, its last line."""
+    text = str(e).strip()
+    if not text:
+        return type(e).__name__
+    lines = text.splitlines()
+    if lines[0].startswith("Caught ") and "DataLoader worker" in lines[0]:
+        last = lines[-1].strip()
+        prefix = f"{type(e).__name__}: "
+        return last[len(prefix) :] if last.startswith(prefix) else last
+    return lines[0]

@@ -84,7 +84,11 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
 
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder; expected a folder of nas-search runs")
-    table = load_table(args.pareto, expect="here" if args.measure else None)
+    table = load_table(
+        args.pareto,
+        expect="here" if args.measure else None,
+        force_hint="drop --measure to plot the table's predictions only",
+    )
     model = CostModel.from_table(table, "latency")
     cost = nb201_costs(model)
     bench = NB201()

@@ -381,7 +381,7 @@ def build_imagenet(
             f"train/<class>/* and val/<class>/* (ImageFolder layout)"
         )
     try:
-        dataset = ImageFolder(str(folder), transform=transform)
+        dataset = ImageFolder(str(folder), transform=transform, loader=read_image)
     except FileNotFoundError as error:
         first_line = str(error).splitlines()[0] if str(error) else repr(error)
         raise FileNotFoundError(
@@ -401,6 +401,22 @@ def build_imagenet(
     return dataset
 
 
+def read_image(path: str) -> Any:
+    """An image file as RGB (torchvision's ``pil_loader``); a file PIL cannot read is bad
+    input, one line naming it (``ValueError``), not a worker traceback."""
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except (OSError, SyntaxError, ValueError) as e:  # PIL.UnidentifiedImageError is an OSError
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(
+            f"{path} is not an image PIL can read ({reason[:80]}); expected only images in "
+            "the class folders (remove or move the file)"
+        ) from None
+
+
 def _shuffled_folder(folder: Path, transform: Transform | None) -> Dataset[Any]:
     """``ImageFolder(folder)`` in a fixed random order (seed 0), with its ``targets`` and
     ``classes``: ImageFolder lists the images class by class, so "the first N images" and the
@@ -411,7 +427,7 @@ def _shuffled_folder(folder: Path, transform: Transform | None) -> Dataset[Any]:
             "(<folder>/<class>/<image>)"
         )
     try:
-        dataset = ImageFolder(str(folder), transform=transform)
+        dataset = ImageFolder(str(folder), transform=transform, loader=read_image)
     except FileNotFoundError as error:
         first_line = str(error).splitlines()[0] if str(error) else repr(error)
         raise FileNotFoundError(

@@ -233,7 +233,8 @@ def build_objective(cfg: Any) -> CostObjective:
         raise ValueError(f"cost.metric {metric!r} is unknown; expected one of {METRICS}")
     # FLOPs and parameters do not depend on the machine: only latency needs a matching table
     expect = "here" if metric == "latency" else None
-    table = load_table(str(cfg["table"]), expect=expect, force=bool(cfg.get("force", False)))
+    table = load_table(str(cfg["table"]), expect=expect, force=bool(cfg.get("force", False)),
+                       force_hint="force it with cost.force=true")  # fmt: skip
     if cfg.get("target") is None:
         raise ValueError(f"cost.target is required ({UNITS[metric]})")
     return CostObjective(
@@ -381,5 +382,8 @@ def load_budget(
             f"selection.budget must be a positive number ({UNITS[metric]}), got {budget!r}"
         )
     expect = "here" if metric == "latency" else None
-    model = CostModel.from_table(load_table(table, expect=expect, force=force), metric)
+    loaded = load_table(
+        table, expect=expect, force=force, force_hint="force it with selection.force=true"
+    )
+    model = CostModel.from_table(loaded, metric)
     return model, float(budget)

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from nas.run.checkpoint import LOAD_ERRORS
 from nas.train.model import build_network, logits_of, resolve_train_genotype
 from search_spaces import darts as darts_mod
 from search_spaces import ops as ops_mod
@@ -100,7 +101,14 @@ def _load_weights(net: nn.Module, weights: str) -> None:
             raise FileNotFoundError(f"{path} holds no checkpoints/best.pt or checkpoints/last.pt")
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path.absolute()}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except LOAD_ERRORS as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(
+            f"{path} is not a weights file ({reason}); expected a nas-train checkpoint or a "
+            "state dict saved with torch.save"
+        ) from None
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # a nas-train checkpoint
     if not isinstance(state, dict):

@@ -210,11 +210,16 @@ def here_for(table_env: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def load_table(
-    path: str | Path, *, expect: dict[str, Any] | str | None = "here", force: bool = False
+    path: str | Path,
+    *,
+    expect: dict[str, Any] | str | None = "here",
+    force: bool = False,
+    force_hint: str = "force it with --force",
 ) -> LatencyTable:
     """Read a table and refuse, in one line naming the differences, one measured elsewhere
     than ``expect`` (an ``environment()``; ``"here"``: this machine, for the table's device
-    kind, dtype and memory format; None: no check), unless ``force``."""
+    kind, dtype and memory format; None: no check), unless ``force``. ``force_hint`` says how the
+    caller's user gets past it (``force it with cost.force=true``, ...)."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"no latency table at {path.absolute()}; run nas-profile first")
@@ -229,7 +234,7 @@ def load_table(
             if here is None:
                 raise ValueError(
                     f"latency table {path} was measured on a CUDA device and this machine has "
-                    "none: re-run nas-profile here, or force it (force=true / --force)"
+                    f"none: re-run nas-profile here, or {force_hint}"
                 )
             expect = here
         assert isinstance(expect, dict)
@@ -237,7 +242,7 @@ def load_table(
         if diff:
             raise ValueError(
                 f"latency table {path} was measured elsewhere ({'; '.join(diff)}; table != "
-                "here): re-run nas-profile on this machine, or force it (force=true / --force)"
+                f"here): re-run nas-profile on this machine, or {force_hint}"
             )
     return table
 

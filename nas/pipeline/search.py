@@ -397,6 +397,8 @@ class SearchRun(Run):
             keys,
             search=plugin_name(self.cfg, "search"),
             selection=plugin_name(self.cfg, "selection"),
+            components="[" + ",".join(self.cfg.get("components") or {}) + "]",
+            cost=self.cfg.cost.metric if self.cfg.get("cost") else "none",
             device=self.device,
             processes=self.env.world_size,
             resumed_at_epoch=self.epoch if self.global_step else None,

@@ -13,6 +13,7 @@ Loading a file names the file and what was wrong in one line.
 
 from __future__ import annotations
 
+import pickle
 import random
 import zipfile
 from collections.abc import Callable, Sequence
@@ -39,6 +40,23 @@ def atomic_save(obj: Any, path: str | Path) -> None:
     atomic_write(path, lambda f: torch.save(obj, f))
 
 
+# what torch.load raises on a file that is not a torch file (random bytes, a truncated zip, a
+# pickle of classes this toolkit does not have): bad input, not a bug
+LOAD_ERRORS: tuple[type[BaseException], ...] = (
+    RuntimeError,
+    EOFError,
+    OSError,
+    zipfile.BadZipFile,
+    ValueError,
+    TypeError,
+    pickle.UnpicklingError,
+    AttributeError,
+    ImportError,
+    IndexError,
+    KeyError,
+)
+
+
 def load_checkpoint(path: str | Path, *, kind: str) -> dict[str, Any]:
     """Load a checkpoint written by this toolkit for a run of ``kind`` ("search", "train")."""
     path = Path(path)
@@ -47,7 +65,7 @@ def load_checkpoint(path: str | Path, *, kind: str) -> dict[str, Any]:
     try:
         # Our checkpoints hold numpy RNG states and plain containers besides tensors.
         state = torch.load(path, map_location="cpu", weights_only=False)
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, TypeError) as e:
+    except LOAD_ERRORS as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(
             f"checkpoint {path} is corrupt or truncated ({reason}); expected a file written "
