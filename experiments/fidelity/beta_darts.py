@@ -30,12 +30,14 @@ starting every epoch from our state (weights, batch-norm statistics, alphas, mom
 Adam's moments), compared on the architecture gradient (``.grad`` before Adam), the alphas,
 the weight gradient and the network after the step, each row the maximum over the epochs; the
 genotype (``Network.genotype``). The reference clips the weight step's gradient together with
-the gradient of its alpha (``clip_grad_norm_(model.parameters())`` with the softmax held in
-the ``nn.Parameter``), ours the weights alone (a documented deviation,
-``experiments/beta_darts/README.md``): the two agree while that joint norm stays below the
-clip, which it does not here (7 to 8 at these sizes, above 5), so the NB201 rows run with the
-clip lifted to 100 on both sides; the script checks that it stays inactive and prints the
-norm. NB201's rows leave out the conv bias our ``nor_conv`` has and Beta-DARTS's lacks, and the
+the gradient of its alpha, which holds the softmax then (``clip_grad_norm_(model.parameters(),
+5)``, ``nasbench201/train_search.py:248``; ``softmax_arch_parameters``, ``model.py:221-223``):
+the gradient of the mixing weights; ours does the same with ``search.clip_mixing_with_weights:
+true`` (as ``experiment=beta_darts_nb201``), and the NB201 rows run so, at the reference's clip
+of 5, which that joint norm exceeds at most compared steps at these sizes (the script prints
+the norms and the number of steps the clip acted at, and stops if none: the rows would not
+test the joint norm). NB201's rows
+leave out the conv bias our ``nor_conv`` has and Beta-DARTS's lacks, and the
 running statistics (before an affine-free BN in training mode that bias moves only the running
 mean). The DARTS space
 (s5, C=2, 5 cells): its ``train()`` with SDARTS-RS, our noise fed to its ``Random_alpha`` (as
@@ -78,7 +80,6 @@ METHOD = "beta-DARTS"
 REFERENCES = {"beta_darts": F.Reference("Sunshine-Ye/Beta-DARTS", "optimizers/darts/architect.py")}
 CLASSES, HW, BATCH = 10, 8, 4
 LR, MOMENTUM, WD, CLIP = 0.025, 0.9, 3e-4, 5.0
-NB201_CLIP = 100.0  # NB201 only: above the joint norm, see the module doc
 SPACES = {  # space -> (C, layers, cell types, epochs of the search, epochs compared)
     "nb201": (4, 1, ("cell",), 100, (0, 1, 33, 66, 99)),
     "s5": (2, 5, ("normal", "reduce"), 50, (0, 1, 25, 49)),
@@ -200,13 +201,14 @@ def _run(
         import optimizers.darts.utils as utils  # type: ignore[import-not-found]
         from optimizers.darts.architect import Architect  # type: ignore[import-not-found]
 
-        # NB201: the reference clips the weights' gradient jointly with its alpha's (a
-        # documented deviation): the comparison lifts the clip on both sides
-        clip = NB201_CLIP if space == "nb201" else CLIP
+        # NB201: the reference clips the weights' gradient jointly with that of its alpha,
+        # which holds the softmax then: ours with clip_mixing_with_weights, as the experiment
+        clip = CLIP
         args = SimpleNamespace(**{**defaults, "save": "fidelity", "epochs": epochs,
                                   "grad_clip": clip})  # fmt: skip
         criterion = nn.CrossEntropyLoss()
-        strategy, net, opt = ours(space, clip=clip)
+        joint = ("search.clip_mixing_with_weights=true",) if space == "nb201" else ()
+        strategy, net, opt = ours(space, extra=joint, clip=clip)
         if space == "nb201":
             from nasbench201.model import Network  # type: ignore[import-not-found]
 
@@ -317,11 +319,14 @@ def _run(
             table.rows.append(F.Row(METHOD, f"{label}: {quantity}, max over epochs "
                                     f"{', '.join(map(str, compared))}", max(values),
                                     ref_label))  # fmt: skip
-        what = "weights and alpha" if space == "nb201" else "weights"
+        what = "weights and the softmax in alpha" if space == "nb201" else "weights"
         print(f"{METHOD} {label}: the reference's weight-step gradient norm before the clip "
-              f"({what}) at most {max(norms):.3g} (clip {clip:g})")  # fmt: skip
-        if max(norms) >= clip and space == "nb201":
-            raise SystemExit("beta_darts: NB201's joint clip was active; choose other batches")
+              f"({what}) {min(norms):.3g} to {max(norms):.3g} (clip {clip:g})")  # fmt: skip
+        active = sum(n > clip for n in norms)
+        print(f"{METHOD} {label}: the clip acted at {active} of {len(norms)} compared steps")
+        if space == "nb201" and not active:
+            raise SystemExit("beta_darts: NB201's joint clip never acted; the rows would not "
+                             "test it: choose other batches")  # fmt: skip
         ours_g = derived_genotype(strategy)
         if space == "nb201":
             ref_g = [list(n) for n in model.genotype().nodes]
@@ -397,6 +402,12 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "perturb_alpha": "random" if "sdarts_rs" in names else "none",
         }
         theirs = dict(defaults)
+        # one clip norm with the mixing weights' gradient: NB201's alpha is an nn.Parameter
+        # holding the softmax at the clip of model.parameters() (model.py:158, 221-223;
+        # train_search.py:248); the DARTS space's alphas are Variables (model_search.py:147)
+        key = "clip_mixing_with_weights (clip_grad_norm_(model.parameters()))"
+        ours_settings[key] = cfg.search.clip_mixing_with_weights
+        theirs[key] = space == "nb201"
         if space == "s5":
             ours_settings["layers"] = cfg.space.layers
             ours_settings["search_space"] = cfg.space.name

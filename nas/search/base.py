@@ -123,6 +123,14 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: ``model.parameters()`` holding the architecture: GDAS, DrNAS on NB201); the latter is
     #: then dropped. A strategy that offers it sets it from its own option
     clip_arch_with_weights: bool = False
+    #: the weight step clips the weights' gradient together with the training loss's gradient
+    #: of the mixing weights it feeds the supernet (one norm over both, as the DARTS-family
+    #: NB201 references whose ``nn.Parameter`` holds the softmax during the weight step:
+    #: Beta-DARTS ``nasbench201/model.py:221-223, 239``, ``train_search.py:248``); the latter
+    #: is then dropped, it never reaches the architecture parameters; an op the supernet does
+    #: not run (masked, or of weight exactly 0 without ``zero_weight_ops_run``) adds nothing.
+    #: Constructor option
+    clip_mixing_with_weights: bool = False
 
     @classmethod
     def concentrations_of(cls, params_EO: Tensor) -> Tensor | None:
@@ -141,6 +149,7 @@ class SearchStrategy(nn.Module, abc.ABC):
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
         arch_grad_clip: float | None = None,
+        clip_mixing_with_weights: bool = False,
     ) -> None:
         super().__init__()
         if arch_lr <= 0:
@@ -157,12 +166,19 @@ class SearchStrategy(nn.Module, abc.ABC):
             raise ValueError(
                 f"search.arch_grad_clip must be a positive number or null, got {arch_grad_clip!r}"
             )
+        if not isinstance(clip_mixing_with_weights, bool):
+            raise ValueError(
+                "search.clip_mixing_with_weights must be true or false, got "
+                f"{clip_mixing_with_weights!r}"
+            )
         self.arch_lr = float(arch_lr)
         self.arch_betas = (float(arch_betas[0]), float(arch_betas[1]))
         self.arch_weight_decay = float(arch_weight_decay)
         self.init_scale = float(init_scale)
         self.fix_alpha = bool(fix_alpha)
         self.arch_grad_clip = None if arch_grad_clip is None else float(arch_grad_clip)
+        self.clip_mixing_with_weights = clip_mixing_with_weights
+        self.check_clip_options()
         self.arch_params = nn.ParameterDict()
         self._ctx: SearchContext | None = None
         self.arch_optimizer: torch.optim.Optimizer | None = None
@@ -174,6 +190,15 @@ class SearchStrategy(nn.Module, abc.ABC):
         # the components listed next to the strategy (nas.search.components), in order; their
         # parameters are architecture parameters and their state is in the checkpoint
         self.components = nn.ModuleList()
+
+    def check_clip_options(self) -> None:
+        """Refuse ``clip_arch_with_weights`` and ``clip_mixing_with_weights`` together (a
+        strategy that sets the former calls this once it has)."""
+        if self.clip_arch_with_weights and self.clip_mixing_with_weights:
+            raise ValueError(
+                "search.clip_arch_with_weights and search.clip_mixing_with_weights are both "
+                "true; a reference clips one of them with the weights: choose one"
+            )
 
     # ------------------------------------------------------------------------ components
 
@@ -378,6 +403,13 @@ class SearchStrategy(nn.Module, abc.ABC):
             weights = self.arch_weights(sample=True)
         for c in self.component_list():  # SDARTS: perturbed weights, for this step only
             weights = c.perturb(self, weights, shards)
+        # clip_mixing_with_weights: the supernet runs on leaf copies of the weights it is fed
+        # (after any perturbation) whose gradient of the training loss enters the same norm and
+        # is then dropped with them; off, the weights need no gradient (op outputs not kept)
+        mixing: list[Tensor] = []
+        if self.clip_mixing_with_weights:
+            weights = {ct: w.detach().requires_grad_(True) for ct, w in weights.items()}
+            mixing = list(weights.values())
         opt.zero_grad(set_to_none=True)
         for a in alphas:
             a.grad = None
@@ -391,10 +423,12 @@ class SearchStrategy(nn.Module, abc.ABC):
             del loss, logits  # free this micro-batch's graph before the next forward
         params = self.weight_parameters()
         D.all_reduce_grads([*params, *alphas])
-        clipped = [p for p in [*params, *alphas] if p.grad is not None]
+        D.all_reduce_grads(mixing)  # each rank's share, summed as the weights' (own dtype)
+        clipped = [p for p in [*params, *alphas, *mixing] if p.grad is not None]
         nn.utils.clip_grad_norm_(clipped, self.ctx.grad_clip, foreach=True)
-        for a in alphas:  # only their share of the norm is kept (the reference zeroes them)
-            a.grad = None
+        for t in [*alphas, *mixing]:  # only their share of the norm is kept (the references
+            t.grad = None  # zero them before the architecture step)
+        del mixing, weights
         opt.step()
         return {"train_loss": torch.as_tensor(loss_sum), "train_acc": torch.as_tensor(acc_sum)}
 

@@ -47,6 +47,7 @@ class DARTS(SearchStrategy):
         fix_alpha: bool = False,
         unrolled_r: float = 0.01,
         arch_grad_clip: float | None = None,
+        clip_mixing_with_weights: bool = False,
     ) -> None:
         super().__init__(
             arch_lr=arch_lr,
@@ -55,6 +56,7 @@ class DARTS(SearchStrategy):
             init_scale=init_scale,
             fix_alpha=fix_alpha,
             arch_grad_clip=arch_grad_clip,
+            clip_mixing_with_weights=clip_mixing_with_weights,
         )
         if order not in (1, 2):
             raise ValueError(f"search.order must be 1 or 2, got {order!r}")

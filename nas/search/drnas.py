@@ -158,6 +158,7 @@ class DrNAS(DARTS):
         derive_weights: str = "softmax",
         widen_seed: int = 0,
         clip_arch_with_weights: bool = False,
+        clip_mixing_with_weights: bool = False,
     ) -> None:
         if reg_type not in ("l2", "kl"):
             raise ValueError(f"search.reg_type must be 'l2' or 'kl', got {reg_type!r}")
@@ -194,6 +195,7 @@ class DrNAS(DARTS):
             fix_alpha=fix_alpha,
             unrolled_r=unrolled_r,
             arch_grad_clip=arch_grad_clip,
+            clip_mixing_with_weights=clip_mixing_with_weights,
         )
         self.reg_type = reg_type
         self.reg_scale = float(reg_scale)
@@ -203,6 +205,7 @@ class DrNAS(DARTS):
         self.derive_weights_kind = derive_weights
         self.widen_seed = int(widen_seed)
         self.clip_arch_with_weights = clip_arch_with_weights
+        self.check_clip_options()
         self.stage = 0
         self._generators: dict[torch.device, torch.Generator] = {}
 

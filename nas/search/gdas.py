@@ -86,6 +86,7 @@ class GDAS(SamplingStrategy):
         tau_min: float = 0.1,
         unselected_scalars: bool | None = None,
         clip_arch_with_weights: bool = False,
+        clip_mixing_with_weights: bool = False,
     ) -> None:
         super().__init__(
             arch_lr=arch_lr,
@@ -94,6 +95,7 @@ class GDAS(SamplingStrategy):
             init_scale=init_scale,
             fix_alpha=fix_alpha,
             arch_grad_clip=arch_grad_clip,
+            clip_mixing_with_weights=clip_mixing_with_weights,
         )
         self.tau_max, self.tau_min = check_tau(tau_max, tau_min)
         if unselected_scalars is not None and not isinstance(unselected_scalars, bool):
@@ -108,6 +110,7 @@ class GDAS(SamplingStrategy):
                 f"{clip_arch_with_weights!r}"
             )
         self.clip_arch_with_weights = clip_arch_with_weights
+        self.check_clip_options()
 
     def attach(self, ctx: Any, *, generator: torch.Generator | None = None) -> None:
         super().attach(ctx, generator=generator)
