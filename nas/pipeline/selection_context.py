@@ -87,6 +87,14 @@ class RunSelectionContext:
     def checkpoint(self) -> None:
         self.run._checkpoint()
 
+    def stop_point(self) -> None:
+        """Stop here, with a checkpoint, if any rank was asked to (one collective under
+        torchrun, none in a single process)."""
+        _, stop = self.run.stop.sum_with_stop(None)
+        if stop:
+            self.run._checkpoint()
+            raise self.run.stop.preempted(self.run.ckpt_path)
+
     def log(self, event: str, **values: Any) -> None:
         run = self.run
         if run.logger is None:

@@ -57,6 +57,13 @@ class SelectionContext(Protocol):
 
     def checkpoint(self) -> None: ...
 
+    def stop_point(self) -> None:
+        """A unit of the selector's work is done (an architecture scored, a projection made):
+        if a stop was requested (SIGTERM, Ctrl-C; on any rank), write a checkpoint and stop
+        the run (``Preempted``). The selector's state must hold everything up to here, or
+        redo deterministically what it does not hold."""
+        ...
+
     def log(self, event: str, **values: Any) -> None: ...
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...

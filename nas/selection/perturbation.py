@@ -495,6 +495,7 @@ class PerturbationSelection(Selector):
                         self.decisions.append(decision)
                         ctx.log(self.decision_event, **decision)
                     self.projections_done += 1
+                    ctx.stop_point()  # a stop request: after the projection that was going
                 ctx.checkpoint()
             if self.proj_intv == 0:  # no fine-tuning at all
                 self.tune_epoch = total

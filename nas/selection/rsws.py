@@ -19,7 +19,9 @@ and ``darts_wrapper_discrete.py:180-219``:
 Data parallelism: each rank scores its share of every batch and the counts are summed once per
 round (``all_reduce_sum``); the architectures come from a generator seeded by ``seed`` and the
 round, the same on every rank. The progress (rounds done, best so far) is checkpointed after
-each round, so an interrupted selection resumes where it stopped.
+each round, so an interrupted selection resumes where it stopped; a stop request (SIGTERM,
+Ctrl-C) is honoured after the architecture being scored (the round is then redone on resume:
+its architectures and batches are functions of the round, so the result is the same).
 """
 
 from __future__ import annotations
@@ -114,6 +116,9 @@ class RandomWeightSharingSelection(Selector):
             reduce = context.all_reduce_sum
             # this rank's micro-batches of one global batch (the search loop's setting)
             parts = context.micro_batches
+        # a stop request is honoured after the architecture being scored; the round is redone
+        # on resume (its architectures and batches are functions of the round: the same)
+        stop_point = context.stop_point if context is not None else (lambda: None)
         shapes = supernet.arch_shapes()
         device = next(supernet.parameters()).device
         was_training = supernet.training
@@ -123,17 +128,16 @@ class RandomWeightSharingSelection(Selector):
                 gen = torch.Generator().manual_seed(self.seed * 1_000_003 + r)
                 archs = [sample_arch(supernet, gen) for _ in range(self.archs)]
                 quick = self._quick_scores(
-                    strategy, archs, shapes, device, quick_source, r, parts, reduce
+                    strategy, archs, shapes, device, quick_source, r, parts, reduce, stop_point
                 )
                 order = sorted(range(len(archs)), key=lambda i: -quick[i])
                 if self.top_k:
                     top = order[: self.top_k]
-                    scores = [
-                        self._score(
-                            strategy, arch_weights_of(archs[i], shapes, device), full(), reduce
-                        )
-                        for i in top
-                    ]
+                    scores = []
+                    for i in top:
+                        weights = arch_weights_of(archs[i], shapes, device)
+                        scores.append(self._score(strategy, weights, full(), reduce))
+                        stop_point()
                     j = max(range(len(top)), key=lambda t: scores[t])  # first of ties
                     winner, acc = archs[top[j]], scores[j]
                 else:
@@ -185,6 +189,7 @@ class RandomWeightSharingSelection(Selector):
         r: int,
         parts: int,
         reduce: Any,
+        stop_point: Any = lambda: None,
     ) -> list[float]:
         """Each architecture's accuracy on the next ``batches_per_arch`` global batches of a
         persistent iterator over the architecture split (restarted when it runs out)."""
@@ -205,6 +210,7 @@ class RandomWeightSharingSelection(Selector):
                     it, fresh = source(r, passes), True
             weights = arch_weights_of(arch, shapes, device)
             sums[a] = torch.tensor(self._counts(strategy, weights, taken), dtype=torch.float64)
+            stop_point()
         sums = reduce(sums.to(device)).cpu()
         return [float(c) / max(float(n), 1.0) for c, n in sums.tolist()]
 

@@ -324,6 +324,7 @@ class ZeroCostSelection(Selector):
             self.pool.append({"genotype": genotype, "text": str(genotype)})
             if context is not None:
                 context.checkpoint()
+                context.stop_point()  # a stop request: after the run that was going
         return self.post_validate(context, it, strategy)
 
     # ------------------------------------------------------------------------ checkpoints
