@@ -91,6 +91,9 @@ class Context:
     def reset_weight_optimizer(self, lr: float) -> None:
         pass
 
+    def stop_point(self) -> None:  # no stop is requested in a comparison
+        pass
+
     def checkpoint(self) -> None:
         pass
 

@@ -52,16 +52,26 @@ NB201_KEY_PREFIX = "nb201/"
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """The events of a ``metrics.jsonl`` (lines torn by a kill are skipped); [] if absent."""
+    """The events of a ``metrics.jsonl``; [] if absent. The last line may be torn by a kill
+    and is then skipped; any other line that is not a JSON object is a ``ValueError`` naming
+    the file and the line."""
     path = Path(path)
     if not path.is_file():
         return []
     events = []
-    for line in path.read_text().splitlines():
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+        except json.JSONDecodeError as e:
+            if n == len(lines):
+                continue  # a line torn by a kill: the run rewrites it on resume
+            raise ValueError(
+                f"{path}, line {n}: not a JSON event ({e.msg}); expected one JSON object per "
+                "line as nas-search writes them"
+            ) from None
         if isinstance(event, dict):
             events.append(event)
     return events
@@ -102,9 +112,14 @@ def read_genotype_record(path: str | Path) -> dict[str, Any] | None:
         return None
     try:
         record = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None
-    return record if isinstance(record, dict) else None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(
+            f"{path} is not JSON ({e}); expected the genotype.json nas-search writes (move it "
+            "away to plot the rest of the run)"
+        ) from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} holds a {type(record).__name__}; expected a JSON object")
+    return record
 
 
 def genotype_from_record(record: dict[str, Any]) -> AnyGenotype:
@@ -408,13 +423,15 @@ def load_run(path: str | Path) -> RunData:
     run_dir = Path(path).expanduser()
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist (or is not a folder)")
+    # a genotype.json that cannot be read is an error, not a missing genotype: the figures of
+    # another cell (the last argmax) must not replace the selected one's
     record = read_genotype_record(run_dir / "genotype.json")
     genotype = None
     if record is not None:
         try:
             genotype = genotype_from_record(record)
-        except ValueError:
-            genotype = None
+        except ValueError as e:
+            raise ValueError(f"{run_dir / 'genotype.json'}: {e}") from None
     return RunData(
         path=run_dir,
         config=read_config(run_dir),

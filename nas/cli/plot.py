@@ -23,6 +23,7 @@ from nas.analysis.cells import graphviz_available, resolve_engine
 from nas.analysis.figures import write_cell_figures, write_run_figures
 from nas.analysis.run import genotype_from_record, is_run_dir
 from nas.cli.errors import error_line, report
+from nas.run.disk import check_output_folder
 from search_spaces.genotype import AnyGenotype
 from search_spaces.published import resolve_genotype
 
@@ -192,13 +193,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"{target} is not a run folder (no metrics.jsonl, genotype.json or "
                     "config.yaml); expected the folder of a nas-search run"
                 )
+            out = Path(args.out) if args.out is not None else None
+            # a folder that cannot be written is said so, not "nothing to plot"
+            check_output_folder(out or target / "figures", "--out" if out else "figures folder")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                out = Path(args.out) if args.out is not None else None
                 written = write_run_figures(target, engine=engine, out_dir=out)
             for w in caught:
                 print(f"nas-plot: warning: {w.message}", file=sys.stderr)
             if not written:
+                if caught:  # every figure failed: say why (the first reason)
+                    return _fail(f"no figure of {target} could be written: {caught[0].message}")
                 return _fail(f"{target} holds nothing to plot yet (no metrics, no genotype)")
         else:
             genotype = _genotype(args.target)

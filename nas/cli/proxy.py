@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from nas.cli.errors import one_line_errors
-from nas.run.disk import check_output_folder
+from nas.run.disk import atomic_write_text, check_output_folder
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -62,11 +62,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _read_scores(path: Path) -> list[dict[str, Any]]:
+    """The scored cells of ``scores.jsonl``; a line torn by a kill (the last) is skipped, any
+    other bad line is one line naming the file and the line."""
     rows = []
     if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                rows.append(json.loads(line))
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                if n == len(lines):
+                    continue  # torn by a kill: that cell is scored again on --resume
+                raise ValueError(
+                    f"{path}, line {n}: not a JSON row ({e.msg}); expected one scored cell "
+                    "per line as nas-proxy writes them"
+                ) from None
+            if not isinstance(row, dict) or "index" not in row or "scores" not in row:
+                raise ValueError(f"{path}, line {n}: expected a scored cell (index, scores)")
+            rows.append(row)
     return rows
 
 
@@ -157,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
     if path.exists():
         if not args.resume:
             raise ValueError(f"{path} exists; pass --resume to continue it or choose --out")
-        done = {int(r["index"]) for r in _read_scores(path)}
+        kept = _read_scores(path)
+        done = {int(r["index"]) for r in kept}
+        # a line torn by a kill would run into the next row appended: keep the whole rows only
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     inputs = proxy_inputs(names, seed=args.seed, batch_size=args.batch_size)
     options = {"zen": {"repeat": args.zen_repeat}}
     start = time.perf_counter()

@@ -386,4 +386,9 @@ def load_budget(
         table, expect=expect, force=force, force_hint="force it with selection.force=true"
     )
     model = CostModel.from_table(loaded, metric)
+    # before the search: a budget no network of the table meets would only be found after it
+    every_op = {ct: torch.ones(t.shape, dtype=torch.bool) for ct, t in model.per_op.items()}
+    cheapest = cheapest_cost(model, every_op)
+    if cheapest is not None and float(budget) < cheapest - 1e-9 * max(1.0, abs(float(budget))):
+        raise _too_small(model, float(budget), cheapest)
     return model, float(budget)

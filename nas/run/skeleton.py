@@ -175,6 +175,12 @@ class Run:
                     f"pass resume=true to continue it, or {self.new_run_advice} for a new one"
                 )
             return None
+        if not self.ckpt_path.exists():
+            raise self.error(
+                f"resume=true, but {self.run_dir} holds no checkpoint ({self.ckpt_path}): the "
+                "run stopped before its first checkpoint (the end of its first epoch) or never "
+                "ran there; run the same command again without resume=true"
+            )
         try:
             return load_checkpoint(self.ckpt_path, kind=self.kind)
         except CheckpointError as e:

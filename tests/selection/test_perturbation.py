@@ -39,6 +39,9 @@ class FakeContext:
     def checkpoint(self):
         self.checkpoints += 1
 
+    def stop_point(self):  # no stop is ever requested here
+        pass
+
     def log(self, event, **values):
         self.events.append({"event": event, **values})
 

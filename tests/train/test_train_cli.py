@@ -279,7 +279,7 @@ def test_nb201_cell_from_a_search_run_folder(tmp_path, tiny, one_thread):
         (["amp=fp16", "device=cpu"], "amp=fp16 needs CUDA"),
         (["device=cuda:x"], "device must be auto, cpu, cuda or cuda:N|CUDA is not available"),
         (["genotype=15625"], "NB201 index 15625 is out of range; expected 0..15624"),
-        (["resume=true"], "no checkpoint at"),
+        (["resume=true"], "again without resume=true"),
         (["data=imagenet16-120", "data.root=/nonexistent"], "nonexistent"),
     ],
 )
