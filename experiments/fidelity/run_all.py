@@ -3,7 +3,8 @@
 Every method script of this folder runs in a fresh process (the references' module names clash),
 with the ``--reference-root`` items it declares in its ``REFERENCES``; scripts whose references
 are not given run their known answers only. The rows of all scripts go into one Markdown table
-(``--out``, default ``experiments/fidelity/results.md``) with the command and the date.
+(``--out``, default ``docs/fidelity_table.md``, one section per method) with the command and the
+date.
 
     python experiments/fidelity/run_all.py \\
         --reference-root darts=~/src/darts --reference-root drnas=~/src/DrNAS ...
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-root", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument("--only", help="comma-separated script names (default: all)")
     parser.add_argument("--known-answers-only", action="store_true")
-    parser.add_argument("--out", default=str(HERE / "results.md"))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "fidelity_table.md"))
     args = parser.parse_args(argv)
 
     names = scripts()
@@ -99,12 +100,20 @@ def main(argv: list[str] | None = None) -> int:
                     )
 
     stamp = datetime.date.today().isoformat()
-    command = "python experiments/fidelity/run_all.py " + " ".join(argv or sys.argv[1:])
+    shown = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--out")]
+    command = "python experiments/fidelity/run_all.py " + " ".join(
+        a.split("=", 1)[0] + "=<checkout>" if "=/" in a or "=~" in a else a for a in shown
+    )
+    sections = []
+    for method in dict.fromkeys(r.method for r in table.rows):
+        rows = Table([r for r in table.rows if r.method == method])
+        sections.append(f"## {method}\n\n{rows.markdown()}\n")
     text = (
-        f"# Fidelity table ({stamp})\n\n`{command.strip()}`\n\n"
-        "Largest relative difference `max|ours - ref| / max|ref|` at float64; "
-        "`known answer` rows compare with the method's equations written out, the others with "
-        "the reference code at the commit shown.\n\n" + table.markdown() + "\n"
+        f"# Fidelity table\n\nWritten by `{command.strip()}` on {stamp} (see fidelity.md).\n\n"
+        "Largest relative difference `max|ours - ref| / max|ref|` at float64 (0: equal to the "
+        "last bit; `differs`: an exact comparison failed); `known answer` rows compare with the "
+        "method's equations written out, the others with the reference code at the commit "
+        "shown.\n\n" + "\n".join(sections)
     )
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out} ({len(table.rows)} rows)")

@@ -138,4 +138,4 @@ def test_run_all_writes_the_table(tmp_path):
     out = tmp_path / "table.md"
     assert run_all.main(["--only", "darts", "--known-answers-only", "--out", str(out)]) == 0
     text = out.read_text()
-    assert "| DARTS |" in text and "known answer" in text
+    assert "## DARTS" in text and "| DARTS |" in text and "known answer" in text
