@@ -88,5 +88,29 @@ def _choice_resolver(group: str, *, _root_: DictConfig) -> str:
     return plugin_name(_root_, group)
 
 
+def run_variant(cfg: Any) -> str:
+    """What a search adds to the default run-folder name besides space and strategy, so that
+    searches differing in them get different folders: ``+<component>`` for each component,
+    ``-<metric>`` for a cost term, ``-<selector>`` for a selector other than argmax
+    (``nb201-darts+sdarts_rs-latency-pt``); "" for a plain search."""
+    parts = []
+    components = cfg.get("components") if isinstance(cfg, (DictConfig, dict)) else None
+    if components:
+        parts += [f"+{name}" for name in components]
+    cost = cfg.get("cost") if isinstance(cfg, (DictConfig, dict)) else None
+    if isinstance(cost, (DictConfig, dict)) and cost.get("metric"):
+        parts.append(f"-{cost.get('metric')}")
+    selection = plugin_name(cfg, "selection") if cfg.get("selection") is not None else ""
+    if selection and selection != "argmax":
+        parts.append(f"-{selection}")
+    return "".join(parts)
+
+
+def _variant_resolver(*, _root_: DictConfig) -> str:
+    return run_variant(_root_)
+
+
 if not OmegaConf.has_resolver("choice"):
     OmegaConf.register_new_resolver("choice", _choice_resolver)
+if not OmegaConf.has_resolver("variant"):
+    OmegaConf.register_new_resolver("variant", _variant_resolver)

@@ -146,3 +146,17 @@ def test_the_start_line_names_components_and_cost(tmp_path):
                                                *TINY])  # fmt: skip
     line = SearchRun(cfg, tmp_path / "run").start_line()
     assert "components=[sdarts_rs]" in line and "cost=none" in line
+
+
+def test_searches_that_differ_in_components_cost_or_selection_get_different_folders():
+    names = set()
+    cases = [[], ["components=[sdarts_rs]"], ["components=[sdarts_rs,beta_darts]"],
+             ["selection=pt"], ["cost=flops", "cost.target=1"], ["space=darts"]]  # fmt: skip
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        for overrides in cases:
+            cfg = compose("nas_search", overrides=["space=nb201", *overrides],
+                          return_hydra_config=True)  # fmt: skip
+            names.add(str(cfg.hydra.run.dir))
+    assert len(names) == len(cases)
+    assert "outputs/nb201-darts+sdarts_rs+beta_darts/seed0" in names
+    assert "outputs/nb201-darts-pt/seed0" in names
