@@ -116,8 +116,9 @@ def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> 
             f"{shared:.3f} s per cell, not included in their own"
         )
     md += note + f"; whole cell {np.mean([r['seconds_total'] for r in rows]):.3f} s.\n"
-    (out / "correlations.md").write_text(md)
-    (out / "correlations.json").write_text(
+    atomic_write_text(out / "correlations.md", md)
+    atomic_write_text(
+        out / "correlations.json",
         json.dumps(
             {
                 "cells": len(rows),
@@ -128,7 +129,7 @@ def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> 
             },
             indent=2,
         )
-        + "\n"
+        + "\n",
     )
     if plots:
         from nas.analysis.proxy_figures import plot_scatter

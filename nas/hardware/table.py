@@ -136,11 +136,10 @@ class LatencyTable:
         return out
 
     def save(self, path: str | Path) -> Path:
+        from nas.run.disk import atomic_write_text  # the toolkit's one atomic write
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
         return path
 
     @staticmethod

@@ -102,6 +102,7 @@ class RunSelectionContext:
         run.logger.log(event, epoch=run.epoch, step=run.global_step, **values)
         if event == type(run.selector).decision_event:
             run.logger.text(f"{event}s", json.dumps(values), run.global_step)
+            print(decision_line(event, values), flush=True)
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` summed over the ranks (a selector's measurements of sharded batches)."""
@@ -110,3 +111,17 @@ class RunSelectionContext:
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's ``obj`` on every rank (a selector's decision, taken once)."""
         return D.broadcast_object(obj)
+
+
+def decision_line(event: str, values: dict[str, Any]) -> str:
+    """One printed line per selection decision: its scalar fields (the lists of candidates and
+    scores stay in metrics.jsonl), e.g. ``pt_decision  kind op  cell_type cell  edge 2 ...``."""
+    shown = []
+    for key, value in values.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, float):
+            shown.append(f"{key} {value:.4g}")
+        elif isinstance(value, (int, str)):
+            shown.append(f"{key} {value}")
+    return "  ".join([event, *shown])

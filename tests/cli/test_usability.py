@@ -191,3 +191,14 @@ def test_nb201_cell_note_only_when_asked_for_what_does_not_apply(tmp_path, overr
     assert ("do not apply" in proc.stdout) == bool(overrides)
     if overrides:
         assert "model.drop_path do not apply" in proc.stdout
+
+
+def test_each_selection_decision_is_a_printed_line():
+    from nas.pipeline.selection_context import decision_line
+
+    line = decision_line(
+        "pt_decision",
+        {"kind": "op", "edge": 2, "candidates": ["none", "skip_connect"], "acc": [0.2, 0.3],
+         "chosen": "skip_connect", "projection": 0, "score": 0.123456},
+    )  # fmt: skip
+    assert line == ("pt_decision  kind op  edge 2  chosen skip_connect  projection 0  score 0.1235")
