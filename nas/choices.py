@@ -91,7 +91,7 @@ def _choice_resolver(group: str, *, _root_: DictConfig) -> str:
 def run_variant(cfg: Any) -> str:
     """What a search adds to the default run-folder name besides space and strategy, so that
     searches differing in them get different folders: ``+<component>`` for each component,
-    ``-<metric>`` for a cost term, ``-<selector>`` for a selector other than argmax
+    ``-<metric>`` for a cost term, ``-<selector>`` for a selector other than the default one
     (``nb201-darts+sdarts_rs-latency-pt``); "" for a plain search."""
     parts = []
     components = cfg.get("components") if isinstance(cfg, (DictConfig, dict)) else None
@@ -101,9 +101,20 @@ def run_variant(cfg: Any) -> str:
     if isinstance(cost, (DictConfig, dict)) and cost.get("metric"):
         parts.append(f"-{cost.get('metric')}")
     selection = plugin_name(cfg, "selection") if cfg.get("selection") is not None else ""
-    if selection and selection != "argmax":
+    if selection and selection != default_choice("selection"):
         parts.append(f"-{selection}")
     return "".join(parts)
+
+
+@cache
+def default_choice(group: str) -> str | None:
+    """The option of ``group`` that ``nas_search.yaml``'s defaults list picks."""
+    node = OmegaConf.load(config_dir() / "nas_search.yaml")
+    for entry in node.get("defaults", []):
+        if isinstance(entry, DictConfig) and group in entry:
+            value = entry[group]
+            return str(value) if value is not None else None
+    return None
 
 
 def _variant_resolver(*, _root_: DictConfig) -> str:
