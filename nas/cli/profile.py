@@ -15,16 +15,23 @@ with their exact MACs and parameters:
   from the table then uses (``nas.hardware.validate.calibrate``).
 
 The table feeds the search's cost term (``nas-search cost=latency cost.table=...``) and the
-budget selector (``selection=budget``). Bad input prints one line and exits with status 2.
+budget selector (``selection=budget``). Every part measured is kept in
+``<output>.partial.json`` as it goes: SIGTERM or Ctrl-C stops after the part (or calibration
+network) being timed, exit 143 / 130, and the same command continues with the parts not yet
+measured. Bad input prints one line and exits with status 2, before any measurement.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import sys
+from pathlib import Path
 
 from nas.cli.errors import check_device, one_line_errors
-from nas.run.disk import check_output_file
+from nas.run.disk import atomic_write_text, check_output_file
+from nas.run.signals import StopSignals
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -157,6 +164,9 @@ def _calibrate(args: argparse.Namespace, table: object) -> None:
     def progress(k: int, n: int, g: object, measured: float, summed: float) -> None:
         if not args.quiet:
             print(f"[{k + 1}/{n}] measured {measured:8.3f} ms  sum {summed:8.3f} ms  {g}")
+        stop = getattr(args, "stop", None)
+        if stop is not None and stop.requested and k + 1 < n:
+            raise _Stopped(k + 1, n, "calibration networks", stop.signum)
 
     cal = calibrate(
         table,
@@ -181,6 +191,34 @@ def _report(cal: dict) -> None:
         f"(pred/measured {after['mean_pred_over_measured']:.3f}, "
         f"{cal['share_over_pct']:.0f} % of the sample measured over it)"
     )
+
+
+class _Stopped(Exception):
+    """A stop request (SIGTERM, Ctrl-C) honoured after the part or network being timed."""
+
+    def __init__(self, k: int, n: int, what: str, signum: int | None) -> None:
+        super().__init__(f"{k} of {n} {what}")
+        self.signum = signum or signal.SIGTERM
+
+
+def _partial_entries(partial: Path, settings: dict[str, object]) -> dict[str, dict[str, float]]:
+    """The parts a stopped run of the same command measured (``<output>.partial.json``)."""
+    if not partial.is_file():
+        return {}
+    try:
+        data = json.loads(partial.read_text())
+        saved, entries = data["settings"], data["entries"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"{partial} is not a partial table of nas-profile ({e}); delete it to start afresh"
+        ) from None
+    if saved != settings:
+        differ = sorted(k for k in settings if saved.get(k) != settings[k])
+        raise ValueError(
+            f"{partial} holds parts measured with other options ({', '.join(differ)}); run the "
+            "stopped command again to continue it, or delete the file to start afresh"
+        )
+    return {str(k): dict(v) for k, v in entries.items()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -238,25 +276,58 @@ def run(args: argparse.Namespace) -> int:
         num_classes=args.num_classes,
     )
 
+    # every part measured is kept in <output>.partial.json as it goes: a stopped run (SIGTERM,
+    # Ctrl-C: after the part being timed) continues there when the same command runs again
+    partial = Path(f"{args.output}.partial.json")
+    settings: dict[str, object] = {
+        "space": args.space, "C": layout.spec().get("C"), "layers": layout.spec().get("layers"),
+        "image_size": args.image_size, "num_classes": args.num_classes, "device": str(device),
+        "threads": torch.get_num_threads(), "dtype": args.dtype, "batch": args.batch,
+        "warmup": args.warmup, "repeats": args.repeats, "channels_last": args.channels_last,
+        "timed": not args.no_time, "torch": torch.__version__,
+    }  # fmt: skip
+    done = _partial_entries(partial, settings)
+    if done and not args.quiet:
+        print(f"nas-profile: continuing {partial}: {len(done)} parts already measured")
+    measured = dict(done)
+
     def progress(i: int, n: int, part: Part, entry: dict[str, float]) -> None:
+        if part.key not in measured:
+            measured[part.key] = entry
+            atomic_write_text(partial, json.dumps({"settings": settings, "entries": measured}))
         if not args.quiet:
             lat = f"{entry['latency_ms']:.4f} ms" if "latency_ms" in entry else "-"
             print(f"[{i + 1}/{n}] {part.key:<44} {lat}", flush=True)
+        if args.stop.requested and i + 1 < n:
+            raise _Stopped(i + 1, n, "parts", args.stop.signum)
 
-    table = profile(
-        layout,
-        device=device,
-        dtype=args.dtype,
-        batch=args.batch,
-        warmup=args.warmup,
-        repeats=args.repeats,
-        channels_last=args.channels_last,
-        timed=not args.no_time,
-        progress=progress,
-    )
-    if args.calibrate is not None:
-        _calibrate(args, table)
+    with StopSignals("nas-profile") as args.stop:
+        try:
+            table = profile(
+                layout,
+                device=device,
+                dtype=args.dtype,
+                batch=args.batch,
+                warmup=args.warmup,
+                repeats=args.repeats,
+                channels_last=args.channels_last,
+                timed=not args.no_time,
+                progress=progress,
+                done=done,
+            )
+            if args.calibrate is not None:
+                _calibrate(args, table)
+        except _Stopped as stopped:
+            print(
+                f"nas-profile: stopped ({signal.Signals(stopped.signum).name}) after {stopped}; "
+                f"the measured parts are kept in {partial}: run the same command again to "
+                "continue",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 128 + int(stopped.signum)
     path = table.save(args.output)
+    partial.unlink(missing_ok=True)
     env = table.environment
     print(
         f"wrote {path} ({len(table.entries)} parts of {args.space} on {env['device_type']} "

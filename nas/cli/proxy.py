@@ -16,13 +16,16 @@ per cell::
 
 The folder (default ``outputs/proxies/seed<seed>``) gets ``scores.jsonl`` (one line per cell,
 written as it goes: a stopped run continues with ``--resume``), ``correlations.json`` and
-``.md``, and ``scatter_<proxy>.png``. Bad input prints one line and exits with status 2.
+``.md``, and ``scatter_<proxy>.png``. SIGTERM or Ctrl-C stops after the cell being scored (exit
+143 / 130) with the line that continues it. Bad input prints one line and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,7 +34,9 @@ from typing import Any
 import numpy as np
 
 from nas.cli.errors import one_line_errors
+from nas.progress import format_duration
 from nas.run.disk import atomic_write_text, check_output_folder
+from nas.run.signals import StopSignals
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -180,10 +185,11 @@ def run(args: argparse.Namespace) -> int:
     inputs = proxy_inputs(names, seed=args.seed, batch_size=args.batch_size)
     options = {"zen": {"repeat": args.zen_repeat}}
     start = time.perf_counter()
-    with path.open("a") as f:
-        for k, index in enumerate(indices):
-            if index in done:
-                continue
+    todo = [i for i in indices if i not in done]
+    # SIGTERM / Ctrl-C: the cell being scored is finished and written, then the command stops
+    # (143 / 130) with the line that continues it; a second Ctrl-C stops at once
+    with StopSignals("nas-proxy") as stop, path.open("a") as f:
+        for k, index in enumerate(todo):
             t0 = time.perf_counter()
             torch.manual_seed(args.seed * 100_003 + index)  # the cell's initialisation
             net = TinyNetwork(16, 5, index, 10)
@@ -200,12 +206,25 @@ def run(args: argparse.Namespace) -> int:
             }
             f.write(json.dumps(row) + "\n")
             f.flush()
+            elapsed = time.perf_counter() - start
+            left = elapsed / (k + 1) * (len(todo) - k - 1)
             print(
-                f"[{k + 1}/{len(indices)}] cell {index}: "
+                f"[{len(done) + k + 1}/{len(indices)}] cell {index}: "
                 + " ".join(f"{n} {v:.4g}" for n, v in scores.items())
-                + f" ({row['seconds_total']:.2f} s)",
+                + f" ({row['seconds_total']:.2f} s, ETA {format_duration(left)})",
                 flush=True,
             )
+            if stop.requested and k + 1 < len(todo):
+                signum = stop.signum or signal.SIGTERM
+                again = " ".join(shlex.quote(a) for a in args.argv if a != "--resume")
+                print(
+                    f"nas-proxy: stopped ({signal.Signals(signum).name}) after "
+                    f"{len(done) + k + 1} of {len(indices)} cells, all in {path}; continue "
+                    f"with: nas-proxy {again} --resume".replace("  ", " "),
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return 128 + int(signum)
     print(f"scored {len(indices)} cells in {time.perf_counter() - start:.1f} s -> {out}")
     print(report(out, names, plots=not args.no_plots), end="")
     return 0
@@ -213,7 +232,9 @@ def run(args: argparse.Namespace) -> int:
 
 @one_line_errors("nas-proxy")
 def main(argv: list[str] | None = None) -> int:
-    return run(_parse(argv))
+    args = _parse(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the line that continues it
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -145,8 +145,11 @@ def profile(
     channels_last: bool = False,
     timed: bool = True,
     progress: Callable[[int, int, Part, dict[str, float]], None] | None = None,
+    done: Mapping[str, Mapping[str, float]] | None = None,
 ) -> LatencyTable:
-    """Measure every part of ``layout``: timings (unless ``timed`` is false), MACs, params."""
+    """Measure every part of ``layout``: timings (unless ``timed`` is false), MACs, params.
+    ``done``: entries of parts already measured with the same settings (a stopped run's),
+    taken as they are."""
     device = torch.device(device)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not supported; expected one of {', '.join(DTYPES)}")
@@ -161,6 +164,11 @@ def profile(
     parts = layout.parts()
     try:
         for i, part in enumerate(parts):
+            if done is not None and part.key in done:
+                entries[part.key] = dict(done[part.key])
+                if progress is not None:
+                    progress(i, len(parts), part, entries[part.key])
+                continue
             entry = part_costs(part)
             if timed:
                 timing = time_module(

@@ -132,3 +132,42 @@ def test_output_checks(tmp_path):
         check_output_file(tmp_path, "-o")
     with pytest.raises(ValueError, match="is a file"):
         check_output_folder(tmp_path / "f", "--out")
+
+
+def test_profile_sigterm_stops_after_the_part_and_the_same_command_continues(tmp_path):
+    """A real process signalled while it times parts: exit 143 within a part, the parts timed
+    so far kept; the same command then measures only the rest and keeps those as they were."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "t.json"
+    partial = tmp_path / "t.json.partial.json"
+    cmd = [sys.executable, "-m", "nas.cli.profile", "--C", "4", "--layers", "1",
+           "--repeats", "3000", "--warmup", "5", "--threads", "1", "-q", "-o", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if len(json.loads(partial.read_text())["entries"]) >= 2:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert time.monotonic() - sent < 60
+    assert "run the same command again to continue" in err and not out.exists()
+    kept = json.loads(partial.read_text())["entries"]
+    assert 2 <= len(kept) < 19
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    table = json.loads(out.read_text())
+    assert len(table["entries"]) == 19 and not partial.exists()
+    for key, entry in kept.items():
+        assert table["entries"][key] == entry
