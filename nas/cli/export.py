@@ -60,6 +60,16 @@ def run(args: argparse.Namespace) -> int:
         and Path(args.onnx).resolve() == Path(args.torchscript).resolve()
     ):
         raise ValueError("--onnx and --torchscript name the same file; expected two paths")
+    if not (args.tol > 0 and args.tol != float("inf")):  # nan and inf fail too
+        raise ValueError(
+            f"--tol must be a positive number (largest logit difference), got {args.tol}"
+        )
+    if args.opset < 7:
+        raise ValueError(
+            f"--opset must be >= 7 (an ONNX opset the exporter writes), got {args.opset}"
+        )
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
     for flag, value in (("--onnx", args.onnx), ("--torchscript", args.torchscript)):
         if value:
             check_output_file(value, flag)  # before the network is built and traced

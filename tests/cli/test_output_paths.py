@@ -56,6 +56,9 @@ def test_export_refuses_bad_outputs_before_building(capsys, tmp_path):
         (["--torchscript", str(tmp_path)], "is a folder"),
         (["--onnx", str(tmp_path / "x"), "--torchscript", str(tmp_path / "x")], "the same file"),
         (["--onnx", str(tmp_path / "x.onnx"), "--batch", "0"], "--batch must be >= 1"),
+        (["--onnx", str(tmp_path / "x.onnx"), "--tol", "nan"], "--tol must be a positive"),
+        (["--onnx", str(tmp_path / "x.onnx"), "--opset", "3"], "--opset must be >= 7"),
+        (["--onnx", str(tmp_path / "x.onnx"), "--seed", "-1"], "--seed must be >= 0"),
     ]
     for extra, words in cases:
         assert export.main([ARCH, *extra]) == 2
