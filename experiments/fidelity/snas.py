@@ -15,18 +15,60 @@ epoch equals the formula (S = the run's epochs, and S = 150 with ``schedule_epoc
 log and linear resource penalties equal the formulas written out over our per-edge costs.
 
 With ``--reference-root snas=PATH`` (a checkout of github.com/SNAS-Series/SNAS-Series):
-``Network._get_categ_mask`` (``model_search.py``, compiled alone with the shims; its network
-class hard-codes a CUDA device and is not built here) beside our sample, with THE SAME noise:
-ours draws ``G = -log E`` from its step generator (``nas.search.snas.gumbel`` wrapped to record
-``E``), and the reference's ``torch.zeros_like(alpha).uniform_()`` is patched in memory
-(``Tensor.uniform_`` inside its call only) to return ``u = exp(-E)``, whose
-``-log(-log u)`` is our ``G`` up to rounding; the sample and its gradient; ``Temp_Scheduler``
-(``utils.py``) against our tau per epoch, with ``schedule_epochs: 150`` (its hard-coded S) as
-the comparison sets it; every op's ``size`` / ``flops`` / ``mac`` of ``operations.py`` (read
-after a forward, at stride 1 and 2) against ``op_cost``; the settings of ``train_search.py``
-(``F.script_defaults``) and of the README's single-GPU command against
-``experiment=snas_darts_cifar10``. Not compared: whole steps and the penalty through the
-reference network (its ``Network`` needs CUDA and its drop-path, which ours does not have).
+``Network._get_categ_mask`` (``model_search.py``, compiled alone with the shims) beside our
+sample, with THE SAME noise: ours draws ``G = -log E`` from its step generator
+(``nas.search.snas.gumbel`` wrapped to record ``E``), and the reference's
+``torch.zeros_like(alpha).uniform_()`` is patched in memory (``Tensor.uniform_`` inside its call
+only) to return ``u = exp(-E)``, whose ``-log(-log u)`` is our ``G`` up to rounding; the sample
+and its gradient; ``Temp_Scheduler`` (``utils.py``) against our tau per epoch, with
+``schedule_epochs: 150`` (its hard-coded S) as the comparison sets it; every op's ``size`` /
+``flops`` / ``mac`` of ``operations.py`` (read after a forward, at stride 1 and 2) against
+``op_cost``; the settings of ``train_search.py`` (``F.script_defaults``) and of the README's
+single-GPU command against ``experiment=snas_darts_cifar10``.
+
+Then the reference's search network and its own train loop, at C=4, 5 cells (reductions at 1
+and 3), 16x16 images, batch 4, float64, our weights copied in (``F.copy_weights``: the module
+orders agree) and our alphas: ``model_search.Network`` built by ``train_search.py``'s
+``init_model`` with its ``init_optimizer`` (SGD 0.025 / 0.9 / 3e-4 on the weights; the arch
+optimiser of the single-GPU mode is SGD(3e-4), no momentum, no weight decay), tau set as its
+``main`` does at epoch 0 (``Temp_Scheduler`` stepped once), and ``train()`` itself (the
+methods compiled alone from ``train_search.py``, which parses the command line at import) run
+for 3 steps on a list of batches. Its arguments are ``train_search.py``'s defaults under the
+README's single-GPU command (``--snas --temp_annealing --resource_efficient --method
+reparametrization --log_penalty --loss --resource_lambda 1.5e-3``), with the size above and
+``--drop_path_prob 0`` (its 0.3 drops whole edge outputs at random; our supernet has no
+drop-path, documented as not reproduced; with 0 the reference skips it). CPU shims, in memory:
+``model_search.py`` is compiled with the shims plus ``torch.device("cuda")`` -> ``"cpu"``
+(``Cell`` and ``Network`` put their cost tables, edge rewards and ``logp`` tensors on
+``self.device``); ``init_model``'s ``.to(self.device)`` gets a CPU device, the tensorboard
+writer is a no-op, the data loader a list. Rows: the sample drawn inside ``Network.forward``
+(the replayed noise) and the forward's logits; ``lambda * R`` of that sample, the reference's
+``penalty[37] / 6 + ratio * penalty[38] / 2`` (``train_search.py:427``); the architecture
+gradient (CE + lambda R, what ``.grad`` holds as each ``arch_optimizer.step`` is taken, after
+the clip at 10) of step 1 and of steps 1-3; its lambda R part alone (the mean over the steps
+that ``train()`` logs at the epoch's end, before clipping), since at this size it is 0.5% of
+the gradient's norm; the alpha change of step 1 and after 3 steps; the weights and batch-norm
+statistics after 3 steps (the weight gradient is clipped at 5 in every step: its norm is above
+5 here; the arch clip at 10 is not reached, |grad| ~ 0.5); the genotype of the final alphas.
+
+Differences that are the reference's and are set up, not fixed, for the comparison:
+
+- its penalty divides by 6 normal and 2 reduction cells whatever ``--layers``
+  (``train_search.py:426-427``), ours by the network's counts (equal at its 8 cells); at 5 cells
+  (3 normal) ours is run with ``lambda * 3 / 6`` and ``reduce_ratio = 2``, the same loss;
+- it records op costs at its first forward, at the batch's side (16 here); ours counts them at
+  the side of the first training batch too (``SNAS.step`` sets ``_image_side``; this suite
+  found that ours counted at 32 whatever the data); the penalty row, asked for before any
+  step, sets the side by hand;
+- ``Network.genotype`` ranks ``none`` with the other ops (the line leaving it out is commented
+  out, ``model_search.py:704``) and its train loop logs only ``genotype_edge_all`` (every
+  edge's argmax, ``none`` included: not a DARTS-space genotype); ours derives with DARTS's rule
+  (``none`` excluded), so the genotype row lowers ``none``'s logit below all others on both
+  sides first.
+
+Not compared: the drop-path (0.3 in the README's command; ours has none) and the reference's
+``--distributed`` mode (Adam on alpha, gradients all-reduced), which needs a process group and
+GPUs.
 
     python experiments/fidelity/snas.py --reference-root snas=~/src/SNAS-Series
 """
@@ -35,10 +77,13 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.util
 import math
 import os
 import re
+import shlex
 import sys
+import types
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -50,17 +95,21 @@ except ImportError:  # run as a script
     from experiments.fidelity import common as F
 
 import torch
+from torch import nn
 
 import nas.search.snas as snas_module
 from experiments.benchmarks import reference_shims
 from nas.plugins import build_strategy
 from nas.search.base import SearchContext
 from nas.search.snas import op_cost
+from nas.selection.base import derived_genotype
 from nas.supernet import build_supernet
 
 METHOD = "SNAS"
 REFERENCES = {"snas": F.Reference("SNAS-Series/SNAS-Series", "SNAS/model_search.py")}
 C, LAYERS, CLASSES, EPOCHS = 4, 8, 10, 150
+# the network comparison: 5 cells (reductions at 1 and 3: 3 normal, 2 reduction), 16x16, batch 4
+NET_LAYERS, NET_BATCH, NET_SIDE, NET_STEPS = 5, 4, 16, 3
 
 
 def ours(overrides: tuple[str, ...] = (), seed: int = 0, epochs: int = EPOCHS) -> Any:
@@ -186,6 +235,71 @@ def _load_def(path: str, cls: str | None, name: str, namespace: dict[str, Any]) 
     raise SystemExit(f"snas fidelity: no {name} in {path}; expected the reference's file")
 
 
+class _CpuDevice(ast.NodeTransformer):
+    """``torch.device("cuda")`` -> ``torch.device("cpu")`` (``model_search.py``'s ``Cell`` and
+    ``Network`` put every tensor they build there with ``.to(self.device)``)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "device"
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "torch"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "cuda"
+        ):
+            node.args[0] = ast.Constant("cpu")
+        return node
+
+
+def _load_module(name: str, path: str) -> types.ModuleType:
+    """A reference module with the shims and ``_CpuDevice``, registered as ``name`` (inside
+    ``F.reference_imports``, which removes it on exit)."""
+    with open(path, encoding="utf-8") as f:
+        tree, _ = reference_shims.shim_tree(f.read(), path)
+    tree = ast.fix_missing_locations(_CpuDevice().visit(tree))
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = path
+    sys.modules[name] = module
+    exec(compile(tree, path, "exec"), module.__dict__)
+    return module
+
+
+def _readme_command(snas_dir: str) -> str:
+    """The README's first command (its single-GPU 8-cell search), continuation lines joined."""
+    with open(os.path.join(snas_dir, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    return readme.replace("\\\n", " ").split("python train_search.py", 1)[1].split("\n")[0]
+
+
+def _command_args(command: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """``train_search.py``'s arguments under ``command``: ``defaults`` with its flags (argparse's
+    unique-prefix rule: ``--layer`` is ``--layers``) and values (of the default's type; a number
+    where the default is not a literal: ``--resource_lambda``)."""
+    out = dict(defaults)
+    tokens = shlex.split(command.split("&")[0])
+    i = 0
+    while i < len(tokens):
+        key = tokens[i][2:]
+        if key not in out:
+            matches = [k for k in out if k.startswith(key)]
+            key = matches[0] if len(matches) == 1 else key
+        if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            value = tokens[i + 1]
+            kind = type(out.get(key, 0.0))
+            out[key] = kind(float(value)) if kind in (int, float) else value
+            i += 2
+        else:
+            out[key] = True
+            i += 1
+    return out
+
+
 def compare(table: F.Table, roots: dict[str, str]) -> None:
     root = roots["snas"]
     ref_label = F.label(REFERENCES["snas"], root)
@@ -244,10 +358,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                   ours_c, ref_c, ref_label)  # fmt: skip
 
     # settings: train_search.py's defaults and the README's single-GPU command
-    with open(os.path.join(snas_dir, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    # the first command of the README (its single-GPU 8-cell search), continuation lines joined
-    command = readme.replace("\\\n", " ").split("python train_search.py", 1)[1].split("\n")[0]
+    command = _readme_command(snas_dir)
     flags = dict(re.findall(r"--(\w+)\s+([^\s-][^\s]*)", command))
     cfg = F.compose(["experiment=snas_darts_cifar10"])
     theirs = {**defaults, **{k: float(v) for k, v in flags.items() if k == "resource_lambda"}}
@@ -272,6 +383,183 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
     theirs["resource_lambda (README's single-GPU command)"] = theirs["resource_lambda"]
     theirs["log_penalty (README: --log_penalty)"] = "--log_penalty" in command
     F.add_settings(table, METHOD, mine, theirs, ref_label)
+
+    _compare_network(table, root, ref_label, _command_args(command, defaults))
+
+
+def _ours_net(lam: float, ratio: float, seed: int = 0) -> tuple[Any, nn.Module]:
+    """Ours at the network comparison's size, tau's schedule the reference's (S = 150), the
+    penalty ``lam * (normal / 3 + ratio * reduce / 2)`` (set by the caller to the reference's
+    ``lambda * (normal / 6 + ratio * reduce / 2)``), costs counted at the batch's side."""
+    cfg = F.compose(["experiment=snas_darts_cifar10", "search.schedule_epochs=150"])
+    strategy = build_strategy(cfg)
+    strategy.resource_lambda, strategy.reduce_ratio = lam, ratio
+    strategy._image_side = NET_SIDE
+    torch.manual_seed(seed)
+    net = build_supernet("darts", C=C, layers=NET_LAYERS, num_classes=CLASSES).double()
+    F.randomise_affine(net, seed)
+    strategy.prepare_supernet(net)
+    opt = torch.optim.SGD(net.parameters(), lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
+                          weight_decay=cfg.optimizer.weight_decay)  # fmt: skip
+    strategy.attach(SearchContext(net, opt, grad_clip=cfg.optimizer.grad_clip, epochs=cfg.epochs),
+                    generator=torch.Generator().manual_seed(seed))  # fmt: skip
+    net.train()
+    return strategy, net
+
+
+class _Queue(list):
+    """The batches as ``train()`` reads its ``DataLoader``: iterated, and ``.dataset`` sized
+    (for the logs' step numbers)."""
+
+    @property
+    def dataset(self) -> range:
+        return range(sum(len(y) for _, y in self))
+
+
+def _state(module: nn.Module) -> list[torch.Tensor]:
+    """Weights, biases and batch-norm running statistics, in module order."""
+    out = []
+    for m in F.modules_in_order(module):
+        for name in ("weight", "bias", "running_mean", "running_var"):
+            t = getattr(m, name, None)
+            if isinstance(t, torch.Tensor):
+                out.append(t.detach().clone())
+    return out
+
+
+def _compare_network(table: F.Table, root: str, ref_label: str, cli: dict[str, Any]) -> None:
+    """The reference's search network and its own train loop beside ours (see the docstring)."""
+    snas_dir = os.path.join(root, "SNAS")
+    batches = F.batches(NET_STEPS, size=NET_BATCH, hw=NET_SIDE, classes=CLASSES, seed=7)
+    # the README's single-GPU search, at the tiny size and without drop-path
+    args = types.SimpleNamespace(**{**cli, "init_channels": C, "layers": NET_LAYERS,
+                                    "drop_path_prob": 0.0})  # fmt: skip
+    if not (args.snas and args.resource_efficient and args.loss and args.log_penalty
+            and args.method == "reparametrization" and not args.distributed):  # fmt: skip
+        raise SystemExit("snas fidelity: the README's command is no longer the single-GPU "
+                         "reparametrised log-penalty search this comparison assumes")  # fmt: skip
+    with F.reference_imports(root, "SNAS", ["SNAS"]), F.float64():
+        import utils  # type: ignore[import-not-found]
+
+        ms = _load_module("model_search", os.path.join(snas_dir, "model_search.py"))
+        train_search = os.path.join(snas_dir, "train_search.py")
+        namespace: dict[str, Any] = {"torch": torch, "nn": nn, "sys": sys, "utils": utils,
+                                     "Network": ms.Network, "args": args,
+                                     "CIFAR_CLASSES": CLASSES}  # fmt: skip
+        nas_class = "neural_architecture_search"
+        init_model = _load_def(train_search, nas_class, "init_model", namespace)
+        init_optimizer = _load_def(train_search, nas_class, "init_optimizer", namespace)
+        train = _load_def(train_search, nas_class, "train", namespace)
+
+        def reference(strategy: Any, net: nn.Module) -> Any:
+            """``neural_architecture_search`` without its data and logs: the model, its two
+            optimisers (``init_model``, ``init_optimizer``), our weights and alphas copied in,
+            tau the first epoch's (``Temp_Scheduler`` stepped once, as ``main``)."""
+            me = types.SimpleNamespace(
+                args=args, criterion=nn.CrossEntropyLoss(), rank=0, world_size=1,
+                device=torch.device("cpu"), update_theta=True, update_alpha=True,
+                logger=types.SimpleNamespace(add_scalar=lambda *a, **k: None),
+            )  # fmt: skip
+            init_model(me)
+            init_optimizer(me)
+            F.copy_weights(net, me.model)
+            with torch.no_grad():
+                me.model.normal_log_alpha.copy_(strategy.arch_params["normal"])
+                me.model.reduce_log_alpha.copy_(strategy.arch_params["reduce"])
+            sched = utils.Temp_Scheduler(args.epochs, me.model._temp, args.temp,
+                                         temp_min=args.temp_min)  # fmt: skip
+            me.model._temp = sched.step()
+            me.model.train()
+            return me
+
+        # the forward, the same relaxed sample; the log resource penalty of that sample
+        lam, ratio = args.resource_lambda, args.ratio
+        n_normal, n_reduce = NET_LAYERS - 2, 2
+        our_lam = lam * n_normal / 6
+        our_ratio = ratio * (n_reduce / 2) * (6 / n_normal)
+        strategy, net = _ours_net(our_lam, our_ratio)
+        me = reference(strategy, net)
+        tau = me.model._temp
+        x, _ = batches[0]
+        draws: list[torch.Tensor] = []
+        strategy.begin_step(0)
+        with recording(draws), torch.no_grad():
+            w = strategy.arch_weights(sample=True)
+            logits = net(x, w)
+            ours_r = strategy.resource_lambda * strategy.penalty(w)
+        assert list(strategy.arch_params) == ["normal", "reduce"]  # the reference's draw order
+        with replaying(list(draws)), torch.no_grad():
+            ref_logits, _, penalty, _, _ = me.model(x)
+        ref_w = [me.model.normal_weights, me.model.reduce_weights]
+        # train_search.py:424-427 (reparametrization, --log_penalty): its 6 and 2 cells
+        ref_r = me.model._resource_lambda * (penalty[37] / 6 + ratio * penalty[38] / 2)
+        table.add(METHOD, f"sample in Network.forward, tau={tau:.4g}", list(w.values()), ref_w,
+                  ref_label)  # fmt: skip
+        table.add(METHOD, f"forward (C={C}, {NET_LAYERS} cells, {NET_SIDE}x{NET_SIDE}, "
+                  f"batch {NET_BATCH}), the same sample", logits, ref_logits,
+                  ref_label)  # fmt: skip
+        table.add(METHOD, f"lambda * log resource penalty of the sample (lambda={lam:g})",
+                  ours_r, ref_r, ref_label)  # fmt: skip
+
+        # NET_STEPS whole steps: ours, then the reference's own train() on the same batches
+        # and draws; the architecture gradient read as each arch_optimizer.step is taken, the
+        # penalty's share of it (before clipping) from what train() logs at the epoch's end
+        strategy, net = _ours_net(our_lam, our_ratio)
+        me = reference(strategy, net)
+        alphas = [strategy.arch_params[ct] for ct in ("normal", "reduce")]
+        a0 = [a.detach().clone() for a in alphas]
+        draws, our_g, our_a, our_rg = [], [], [], []
+        for i, batch in enumerate(batches):
+            strategy.begin_step(i)  # the step's sample, drawn again: lambda dR/dalpha alone
+            r = strategy.resource_lambda * strategy.penalty(strategy.arch_weights(sample=True))
+            our_rg.append(torch.autograd.grad(r, alphas))
+            strategy.begin_step(i)
+            with recording(draws):
+                strategy.step(batch, batch)
+            our_g.append([a.grad.detach().clone() for a in alphas])
+            our_a.append([a.detach() - b for a, b in zip(alphas, a0)])
+        ref_g, ref_a = [], []
+        arch_step = me.arch_optimizer.step
+
+        def recorded_step(*a: Any, **k: Any) -> Any:
+            ref_g.append([p.grad.detach().clone() for p in me.model.arch_parameters()])
+            out = arch_step(*a, **k)
+            ref_a.append([p.detach() - b for p, b in zip(me.model.arch_parameters(), a0)])
+            return out
+
+        me.arch_optimizer.step = recorded_step
+        me.train_queue = _Queue(batches)
+        log: list[Any] = []
+        with replaying(draws):
+            train(me, 0, types.SimpleNamespace(info=lambda *a: log.append(a[0] if a else None)))
+        at = next(i for i, m in enumerate(log) if isinstance(m, str) and "resource grad" in m)
+        ref_rg = log[at + 1 : at + 3]  # normal, reduce: the mean over the epoch's steps
+        mean_rg = [sum(g[k] for g in our_rg) / len(our_rg) for k in range(2)]
+        table.add(METHOD, "architecture gradient of step 1 (CE + lambda R, clip 10)", our_g[0],
+                  ref_g[0], ref_label)  # fmt: skip
+        table.add(METHOD, f"architecture gradients of steps 1-{NET_STEPS}", our_g, ref_g,
+                  ref_label)  # fmt: skip
+        table.add(METHOD, f"its lambda R part, mean of steps 1-{NET_STEPS} (train()'s log)",
+                  mean_rg, ref_rg, ref_label)  # fmt: skip
+        table.add(METHOD, "alpha change of step 1 (SGD 3e-4)", our_a[0], ref_a[0], ref_label)
+        table.add(METHOD, f"alpha change after {NET_STEPS} steps", our_a[-1], ref_a[-1],
+                  ref_label)  # fmt: skip
+        table.add(METHOD, f"weights and BN statistics after {NET_STEPS} steps", _state(net),
+                  _state(me.model), ref_label)  # fmt: skip
+
+        # derivation: Network.genotype (top-2 edges, then the op, by softmax(alpha)) ranks
+        # 'none' with the others, ours (DARTS's rule) leaves it out: 'none' lowered on both
+        none = ms.PRIMITIVES.index("none")
+        with torch.no_grad():
+            for a, r in ((strategy.arch_params["normal"], me.model.normal_log_alpha),
+                         (strategy.arch_params["reduce"], me.model.reduce_log_alpha)):  # fmt: skip
+                a[:, none] = a.min() - 1
+                r.copy_(a)
+        g = derived_genotype(strategy)
+        ref_gene = me.model.genotype()
+        table.add_equal(METHOD, f"genotype after {NET_STEPS} steps (Network.genotype, 'none' "
+                        "lowered)", [list(g.normal), list(g.reduce)],
+                        [list(ref_gene.normal), list(ref_gene.reduce)], ref_label)  # fmt: skip
 
 
 if __name__ == "__main__":

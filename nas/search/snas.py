@@ -214,6 +214,8 @@ class SNAS(SamplingStrategy):
         param_grads, direct_grads = all_grads[: len(params)], all_grads[len(params) :]
         if arch:
             if self.resource_penalty is not None:
+                if self._costs is None:  # counted at the data's side, as the reference does
+                    self._image_side = int(shards.parts[0][0].shape[-1])
                 weight_grads = self._add_penalty(weights, weight_grads, metrics)
             grads = self.through_weights(weights, weight_grads)
             self.apply_arch_grads(self.with_direct(grads, direct_grads))
@@ -232,8 +234,8 @@ class SNAS(SamplingStrategy):
 
     def _cell_costs(self) -> dict[str, list[Tensor]]:
         """Per cell type, per cell: [edges, ops, 3] size / flops / mac from each edge's
-        channels and input side, read once from a forward of one image (as the reference
-        records them at its first forward)."""
+        channels and input side, read once from a forward of one image of the side of the
+        first training batch (the reference records them at its first forward)."""
         if self._costs is not None:
             return self._costs
         supernet = self.supernet
@@ -273,7 +275,9 @@ class SNAS(SamplingStrategy):
         self._costs = costs
         return costs
 
-    _image_side = 32  # the CIFAR side the reference's costs are counted at
+    # the image side the costs are counted at: the first training batch's (set by ``step``),
+    # 32 (CIFAR) for a penalty asked for before any step
+    _image_side = 32
 
     def penalty(self, weights: ArchWeights) -> Tensor:
         """``normal / n_normal + reduce_ratio * reduce / n_reduce`` of the per-cell sums."""
