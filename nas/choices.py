@@ -110,7 +110,8 @@ def run_variant(cfg: Any) -> str:
 def default_choice(group: str) -> str | None:
     """The option of ``group`` that ``nas_search.yaml``'s defaults list picks."""
     node = OmegaConf.load(config_dir() / "nas_search.yaml")
-    for entry in node.get("defaults", []):
+    defaults = node.get("defaults", []) if isinstance(node, DictConfig) else []
+    for entry in defaults:
         if isinstance(entry, DictConfig) and group in entry:
             value = entry[group]
             return str(value) if value is not None else None

@@ -153,6 +153,7 @@ class SearchRun(Run):
         seed_everything(self.seed)
 
         self.strategy = self._build_strategy()
+        self._check_selector_reads_what_the_strategy_learns()
         schedule_epochs = self.strategy.total_epochs
         if schedule_epochs is not None and schedule_epochs != self.epochs:
             raise SearchError(
@@ -297,6 +298,32 @@ class SearchRun(Run):
         except (ValueError, FileNotFoundError) as e:
             raise SearchError(str(e)) from None
         return strategy
+
+    def _check_selector_reads_what_the_strategy_learns(self) -> None:
+        """A selector that derives from the architecture weights (``selects_from_weights``) on
+        a strategy that learns none (no ``arch_params``: uniform weights) would return the
+        first op of every edge: refused in one line, naming the selectors that measure the
+        supernet instead."""
+        if not type(self.selector).selects_from_weights or self.strategy.has("arch_params"):
+            return
+        from hydra.utils import get_class
+
+        from nas.plugins import available, plugin_config
+
+        measuring = []
+        for name in available("selection"):
+            try:
+                target = str(plugin_config("selection", name).get("_target_"))
+                if not getattr(get_class(target), "selects_from_weights", True):
+                    measuring.append(name)
+            except Exception:  # a selector that cannot be imported is simply not offered
+                continue
+        raise SearchError(
+            f"selection={plugin_name(self.cfg, 'selection')} derives the genotype from the "
+            f"architecture weights, and search={plugin_name(self.cfg, 'search')} learns none "
+            f"({self.strategy.mixing}); choose a selector that measures the supernet: "
+            f"selection={' | '.join(measuring)}"
+        )
 
     def _build_selector(self) -> Selector:
         try:

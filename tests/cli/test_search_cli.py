@@ -99,8 +99,14 @@ def test_stdout_names_the_genotype(tmp_path):
 
 
 def strategy_overrides(strategy: str) -> list[str]:
-    """A strategy's runs of the resume test (no figures but for DARTS's, which are checked)."""
-    return [f"search={strategy}"] + ([] if strategy == "darts" else ["figures=false"])
+    """A strategy's runs of the resume test (no figures but for DARTS's, which are checked);
+    a strategy without architecture weights (RS-WS) with a selector that measures the
+    supernet (one reading weights is refused), at a tiny size."""
+    out = [f"search={strategy}"] + ([] if strategy == "darts" else ["figures=false"])
+    if strategy == "rsws":
+        out += ["selection=rsws", "selection.archs=4", "selection.batches_per_arch=1",
+                "selection.top_k=1"]  # fmt: skip
+    return out
 
 
 @pytest.fixture(scope="module")

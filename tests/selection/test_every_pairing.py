@@ -18,7 +18,8 @@ from nas.choices import config_dir
 from nas.hardware import network_layout
 from nas.hardware.profiler import profile
 from nas.pipeline import run_search
-from nas.plugins import available
+from nas.pipeline.search import SearchError
+from nas.plugins import available, build_strategy
 from search_spaces import SPACE_NAMES, get_space, parse_genotype
 from search_spaces.families import FAMILIES
 
@@ -47,6 +48,14 @@ FAST = {
 }  # fmt: skip
 
 
+def _reads_weights(selector: str) -> bool:
+    from hydra.utils import get_class
+
+    from nas.plugins import plugin_config
+
+    return bool(get_class(str(plugin_config("selection", selector)._target_)).selects_from_weights)
+
+
 def _required(selector: str, space: str, tmp_path: Path) -> list[str]:
     """What a selector cannot run without: the budget selector needs a cost table of the
     supernet's space (FLOPs: no timing) and a budget."""
@@ -70,6 +79,14 @@ def test_selector_on_strategy_on_space(tmp_path: Path, space: str, strategy: str
     ]  # fmt: skip
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="nas_search", overrides=overrides)
+    if _reads_weights(selector) and not build_strategy(cfg).has("arch_params"):
+        # a selector that derives from architecture weights, on a strategy that learns none
+        # (uniform weights: the first op of every edge), is refused in one line before the run
+        with pytest.raises(SearchError) as e:
+            run_search(cfg, tmp_path / "run")
+        assert "learns none" in str(e.value) and "\n" not in str(e.value)
+        assert not (tmp_path / "run" / "checkpoints").exists()
+        return
     result = run_search(cfg, tmp_path / "run")
     result.genotype.validate(get_space(space))
     record = json.loads((tmp_path / "run" / "genotype.json").read_text())
