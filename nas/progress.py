@@ -98,12 +98,14 @@ class Progress:
         self.t0 = self._t_last = time.perf_counter()
         self.steps_timed = 0
         self._images_since = 0
+        self._counts_images = False  # a pass of images (img/s shown) or of other units
 
     def update(self, n: int = 1, *, images: int = 0, loss: float | None = None) -> None:
         self.done += n
         self.step += n
         self.steps_timed += n
         self._images_since += images
+        self._counts_images = self._counts_images or images > 0
         if self.bar is not None:
             self.bar.update(n)
             if loss is not None:
@@ -120,7 +122,7 @@ class Progress:
         parts = [
             f"{self.desc}  step {self.step} ({self.done}/{self.total})".strip(),
             f"loss {loss:.4f}" if loss is not None else "",
-            f"{images_per_s:.1f} img/s",
+            f"{images_per_s:.1f} img/s" if self._counts_images else "",
             f"ETA {format_duration(left)}",
         ]
         return "  ".join(p for p in parts if p)

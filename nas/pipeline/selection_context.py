@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nas import distributed as D
+from nas.progress import Progress
 from nas.run.seeds import SELECTION_BASE, SELECTION_SPLIT
 from nas.search.base import Batch
 from nas.search.data import epoch_sampler, start_epoch
@@ -86,6 +87,11 @@ class RunSelectionContext:
 
     def checkpoint(self) -> None:
         self.run._checkpoint()
+
+    def progress(self, *, total: int, desc: str) -> Progress:
+        """Lines about 20 times per pass (or a bar on a terminal), with an ETA; rank 0 only."""
+        return Progress(total=total, desc=desc, enabled=self.run.main,
+                        log_every=max(1, total // 20))  # fmt: skip
 
     def stop_point(self) -> None:
         """Stop here, with a checkpoint, if any rank was asked to (one collective under

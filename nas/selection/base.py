@@ -57,6 +57,11 @@ class SelectionContext(Protocol):
 
     def checkpoint(self) -> None: ...
 
+    def progress(self, *, total: int, desc: str) -> Any:
+        """A progress display (bar or lines, with an ETA) of ``total`` units of the selector's
+        own work: ``update(1)`` after each unit, ``close()`` at the end; shown by one process."""
+        ...
+
     def stop_point(self) -> None:
         """A unit of the selector's work is done (an architecture scored, a projection made):
         if a stop was requested (SIGTERM, Ctrl-C; on any rank), write a checkpoint and stop

@@ -119,16 +119,30 @@ class RandomWeightSharingSelection(Selector):
         # a stop request is honoured after the architecture being scored; the round is redone
         # on resume (its architectures and batches are functions of the round: the same)
         stop_point = context.stop_point if context is not None else (lambda: None)
+        rounds = self.num_rounds(strategy)
         shapes = supernet.arch_shapes()
         device = next(supernet.parameters()).device
         was_training = supernet.training
         supernet.eval()  # the reference scores in eval mode (running batch-norm statistics)
         try:
-            for r in range(self.rounds_done, self.num_rounds(strategy)):
+            for r in range(self.rounds_done, rounds):
                 gen = torch.Generator().manual_seed(self.seed * 1_000_003 + r)
                 archs = [sample_arch(supernet, gen) for _ in range(self.archs)]
+                bar = (
+                    context.progress(
+                        total=self.archs + self.top_k, desc=f"rsws round {r + 1}/{rounds}"
+                    )  # fmt: skip
+                    if context is not None
+                    else None
+                )
+
+                def unit_done(bar: Any = bar) -> None:  # an architecture scored
+                    if bar is not None:
+                        bar.update(1)
+                    stop_point()
+
                 quick = self._quick_scores(
-                    strategy, archs, shapes, device, quick_source, r, parts, reduce, stop_point
+                    strategy, archs, shapes, device, quick_source, r, parts, reduce, unit_done
                 )
                 order = sorted(range(len(archs)), key=lambda i: -quick[i])
                 if self.top_k:
@@ -137,11 +151,13 @@ class RandomWeightSharingSelection(Selector):
                     for i in top:
                         weights = arch_weights_of(archs[i], shapes, device)
                         scores.append(self._score(strategy, weights, full(), reduce))
-                        stop_point()
+                        unit_done()
                     j = max(range(len(top)), key=lambda t: scores[t])  # first of ties
                     winner, acc = archs[top[j]], scores[j]
                 else:
                     winner, acc = archs[order[0]], quick[order[0]]
+                if bar is not None:
+                    bar.close()
                 self.history.append({"round": r, "accuracy": acc})
                 if self.best is None or acc > self.best[0]:
                     self.best = (acc, winner)

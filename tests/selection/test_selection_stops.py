@@ -81,3 +81,13 @@ def test_a_stop_during_selection_is_prompt_and_resumes_to_the_same_genotype(
 
     SearchRun(_cfg(*overrides, "resume=true"), stopped).run()
     assert (stopped / "genotype.json").read_text() == (full / "genotype.json").read_text()
+
+
+def test_rsws_selection_shows_its_progress_with_an_eta(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("NAS_PROGRESS", "lines")
+    overrides, _ = CASES["rsws"]
+    SearchRun(_cfg(*overrides), tmp_path / "run").run()
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("rsws round 2/2")]
+    assert lines and all("ETA" in line for line in lines)
+    assert "img/s" not in lines[-1]  # architectures, not images
