@@ -122,6 +122,46 @@ def _variant_resolver(*, _root_: DictConfig) -> str:
     return run_variant(_root_)
 
 
+def genotype_tag(spec: Any) -> str:
+    """A short, file-name-safe tag of a ``nas-train`` genotype, for its run folder: a
+    published name as it is (``DARTS_V2``), an NB201 index as ``nb201-<index>``, a search's run
+    folder or genotype.json as that folder's last two parts (``darts_cifar10-seed0``), genotype
+    text as ``g`` and 8 hex digits of its SHA-1."""
+    import hashlib
+    import re
+
+    text = str(spec).strip()
+    if text.isdigit():
+        return f"nb201-{int(text)}"
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", text):
+        return text
+    looks_like_text = text.startswith(("|", "{")) or "(" in text
+    if not looks_like_text:
+        path = Path(text)
+        folder = path.parent if path.name == "genotype.json" or path.suffix == ".json" else path
+        parts = [p for p in folder.parts[-2:] if p not in ("", ".", "..", "/")]
+        tag = "-".join(parts)
+        if tag:
+            return re.sub(r"[^A-Za-z0-9_.+-]", "_", tag)
+    return "g" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def _train_name_resolver(*, _root_: DictConfig) -> str:
+    """``nas-train``'s run-folder name: the recipe (or data) name, the data set where the recipe
+    is run on other data, and the genotype's tag (``darts_cifar10-cifar100-DARTS_V2``)."""
+    name = str(_root_.get("name") or "")
+    data = _root_.get("data")
+    data_name = str(data.get("name")) if isinstance(data, DictConfig) and data.get("name") else ""
+    parts = [name]
+    tokens = name.replace("-", "_").split("_")
+    if data_name and data_name != name and data_name.replace("-", "_") not in tokens:
+        parts.append(data_name)
+    parts.append(genotype_tag(_root_.get("genotype")))
+    return "-".join(p for p in parts if p)
+
+
+if not OmegaConf.has_resolver("train_name"):
+    OmegaConf.register_new_resolver("train_name", _train_name_resolver)
 if not OmegaConf.has_resolver("choice"):
     OmegaConf.register_new_resolver("choice", _choice_resolver)
 if not OmegaConf.has_resolver("variant"):

@@ -8,8 +8,8 @@ initialisation (for latency measurements). Each file is run at once (onnxruntime
 
 * ``nas-export DARTS_V2 --onnx darts_v2.onnx``  (NetworkCIFAR, C=36, 20 cells)
 * ``nas-export 1462 --onnx cell.onnx --torchscript cell.pt``  (NB201 TinyNetwork, C=16, N=5)
-* ``nas-export outputs/train-darts_cifar10/seed0 --weights outputs/train-darts_cifar10/seed0
-  --onnx net.onnx`` (hypothetical paths; the run folder's genotype.json is read)
+* ``nas-export DARTS_V2 --weights outputs/train-darts_cifar10-DARTS_V2/seed0 --onnx net.onnx``
+  (a nas-train run folder: its checkpoint's weights)
 
 ONNX needs ``pip install "nas-toolkit[export]"`` (onnx, onnxscript, onnxruntime). A network
 under 1 GB of weights is one self-contained ``.onnx`` file; a larger one also writes

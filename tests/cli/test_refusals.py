@@ -160,3 +160,33 @@ def test_searches_that_differ_in_components_cost_or_selection_get_different_fold
     assert len(names) == len(cases)
     assert "outputs/nb201-darts+sdarts_rs+beta_darts/seed0" in names
     assert "outputs/nb201-darts-pt/seed0" in names
+
+
+def test_the_readme_trainings_run_in_order_get_folders_of_their_own():
+    from nas.cli import train
+
+    cases = [
+        [],
+        ["experiment=darts_cifar10"],
+        ["experiment=darts_cifar10", "data=cifar100"],
+        ["experiment=drnas_cifar10"],
+        ["genotype=1462"],
+        [
+            "genotype=|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+        ],
+        ["genotype=outputs/darts_cifar10/seed0"],
+    ]
+    dirs = []
+    for overrides in cases:
+        with (
+            train.shared_configs(overrides),
+            initialize_config_dir(config_dir=str(train.TRAIN_CONFIG_DIR), version_base="1.3"),
+        ):
+            cfg = compose("nas_train", overrides=train.prepare_argv(overrides),
+                          return_hydra_config=True)  # fmt: skip
+        dirs.append(str(cfg.hydra.run.dir))
+    assert len(set(dirs)) == len(cases), dirs
+    assert dirs[1] == "outputs/train-darts_cifar10-DARTS_V2/seed0"
+    assert dirs[2] == "outputs/train-darts_cifar10-cifar100-DARTS_V2/seed0"
+    assert dirs[4] == "outputs/train-cifar10-mini-nb201-1462/seed0"
+    assert dirs[6] == "outputs/train-cifar10-mini-darts_cifar10-seed0/seed0"
