@@ -161,7 +161,14 @@ def _calibrate(args: argparse.Namespace, table: object) -> None:
         _report(table.calibration)
         return
 
+    # with a partial file (the profiling path), each network's median is kept as it goes
+    keep = getattr(args, "keep_network", None)
+    done = list(getattr(args, "networks_done", []))
+
     def progress(k: int, n: int, g: object, measured: float, summed: float) -> None:
+        if keep is not None and k >= len(done):
+            done.append(measured)
+            keep(done)
         if not args.quiet:
             print(f"[{k + 1}/{n}] measured {measured:8.3f} ms  sum {summed:8.3f} ms  {g}")
         stop = getattr(args, "stop", None)
@@ -177,6 +184,7 @@ def _calibrate(args: argparse.Namespace, table: object) -> None:
         warmup=args.net_warmup,
         repeats=args.net_repeats,
         progress=progress,
+        done=list(getattr(args, "networks_done", [])),
     )
     table.calibration = cal
     _report(cal)
@@ -201,10 +209,13 @@ class _Stopped(Exception):
         self.signum = signum or signal.SIGTERM
 
 
-def _partial_entries(partial: Path, settings: dict[str, object]) -> dict[str, dict[str, float]]:
-    """The parts a stopped run of the same command measured (``<output>.partial.json``)."""
+def _partial_entries(
+    partial: Path, settings: dict[str, object]
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """The parts, and the calibration networks' medians, that a stopped run of the same
+    command measured (``<output>.partial.json``)."""
     if not partial.is_file():
-        return {}
+        return {}, []
     try:
         data = json.loads(partial.read_text())
         saved, entries = data["settings"], data["entries"]
@@ -218,7 +229,8 @@ def _partial_entries(partial: Path, settings: dict[str, object]) -> dict[str, di
             f"{partial} holds parts measured with other options ({', '.join(differ)}); run the "
             "stopped command again to continue it, or delete the file to start afresh"
         )
-    return {str(k): dict(v) for k, v in entries.items()}
+    networks = [float(x) for x in data.get("networks", [])]
+    return {str(k): dict(v) for k, v in entries.items()}, networks
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,12 +296,25 @@ def run(args: argparse.Namespace) -> int:
         "image_size": args.image_size, "num_classes": args.num_classes, "device": str(device),
         "threads": torch.get_num_threads(), "dtype": args.dtype, "batch": args.batch,
         "warmup": args.warmup, "repeats": args.repeats, "channels_last": args.channels_last,
-        "timed": not args.no_time, "torch": torch.__version__,
+        "timed": not args.no_time, "torch": torch.__version__, "calibrate": args.calibrate,
+        "calibrate_seed": args.calibrate_seed, "net_warmup": args.net_warmup,
+        "net_repeats": args.net_repeats,
     }  # fmt: skip
-    done = _partial_entries(partial, settings)
+    done, networks = _partial_entries(partial, settings)
     if done and not args.quiet:
-        print(f"nas-profile: continuing {partial}: {len(done)} parts already measured")
+        print(
+            f"nas-profile: continuing {partial}: {len(done)} parts"
+            + (f" and {len(networks)} calibration networks" if networks else "")
+            + " already measured"
+        )
     measured = dict(done)
+
+    def keep_network(medians: list[float]) -> None:
+        atomic_write_text(
+            partial, json.dumps({"settings": settings, "entries": measured, "networks": medians})
+        )
+
+    args.networks_done, args.keep_network = networks, keep_network
 
     def progress(i: int, n: int, part: Part, entry: dict[str, float]) -> None:
         if part.key not in measured:
@@ -320,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
         except _Stopped as stopped:
             print(
                 f"nas-profile: stopped ({signal.Signals(stopped.signum).name}) after {stopped}; "
-                f"the measured parts are kept in {partial}: run the same command again to "
+                f"what was measured is kept in {partial}: run the same command again to "
                 "continue",
                 file=sys.stderr,
                 flush=True,

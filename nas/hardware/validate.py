@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,8 +151,11 @@ def calibrate(
     warmup: int = 20,
     repeats: int = 50,
     progress: Callable[[int, int, AnyGenotype, float, float], None] | None = None,
+    done: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Measure ``n`` seeded whole networks and fit the table's latency calibration.
+    ``done``: the medians of the first networks, measured by a stopped run with the same
+    settings (the networks are seeded: the same ones), taken as they are.
 
     The least-squares line ``measured ~ a0 * sum + b0`` is scaled by the ``quantile`` of
     measured / fitted over the sample (1: the largest), so that the stored prediction
@@ -169,11 +172,15 @@ def calibrate(
     genotypes = random_genotypes(str(table.network["space"]), n, seed)
     measured, summed = [], []
     for k, g in enumerate(genotypes):
-        t = measure_network(table, g, device=device, warmup=warmup, repeats=repeats)
-        measured.append(t.median_ms)
+        if k < len(done):
+            median = float(done[k])
+        else:
+            median = measure_network(table, g, device=device, warmup=warmup,
+                                     repeats=repeats).median_ms  # fmt: skip
+        measured.append(median)
         summed.append(raw.of_genotype(g))
         if progress is not None:
-            progress(k, n, g, t.median_ms, summed[-1])
+            progress(k, n, g, median, summed[-1])
     cal = fit_calibration(np.array(measured), np.array(summed), quantile)
     cal.update(seed=seed, warmup=warmup, repeats=repeats)
     return cal

@@ -174,3 +174,21 @@ def test_profile_sigterm_stops_after_the_part_and_the_same_command_continues(tmp
     assert len(table["entries"]) == 19 and not partial.exists()
     for key, entry in kept.items():
         assert table["entries"][key] == entry
+
+
+def test_calibration_networks_measured_before_a_stop_are_taken_as_they_are(tmp_path):
+    import numpy as np
+
+    from nas.hardware import network_layout
+    from nas.hardware.cost import CostModel
+    from nas.hardware.profiler import profile as profile_parts
+    from nas.hardware.validate import calibrate, fit_calibration, random_genotypes
+
+    layout = network_layout("nb201", C=4, layers=1, image_size=32, num_classes=10)
+    table = profile_parts(layout, warmup=1, repeats=2)
+    medians = [1.0, 2.0, 3.5]
+    cal = calibrate(table, 3, seed=5, warmup=1, repeats=2, done=medians)  # nothing measured
+    raw = CostModel.from_table(table, "latency", calibrated=False)
+    summed = [raw.of_genotype(g) for g in random_genotypes("nb201", 3, 5)]
+    want = fit_calibration(np.array(medians), np.array(summed), 1.0)
+    assert cal["a"] == want["a"] and cal["b_ms"] == want["b_ms"]
