@@ -3,7 +3,7 @@
 Part of the selection stage (``nas.proxies``): training-free scores of an untrained network,
 used as NAS baselines (``nas-proxy``) and as the criterion of zero-cost operation scoring
 (``nas.selection.zero_cost``). The harness follows the references exactly (see each proxy's
-module and the README, "Zero-cost proxies"):
+module and docs/proxies.md):
 
 * Abdelfattah et al., "Zero-Cost Proxies for Lightweight NAS", ICLR 2021
   (SamsungLabs/zero-cost-nas, ``foresight/pruners``): grad_norm, snip, grasp, fisher,
