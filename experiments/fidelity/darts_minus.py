@@ -41,6 +41,7 @@ reference has no NAS-Bench-201 code, so ``darts_minus_nb201`` is checked by its 
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import Any
@@ -68,9 +69,46 @@ LR, MOMENTUM, WD, CLIP = 0.025, 0.9, 3e-4, 5.0
 ARCH_LR, ARCH_BETAS, ARCH_WD = 3e-4, (0.5, 0.999), 1e-3
 EPOCHS, EPOCH = 50, 10  # the steps are compared at epoch 10: beta = 0.8
 CELLS = ("normal", "reduce")
-# the flags of scripts/run_darts_minus.sh, with the DARTS space (s5) for its --space s3
-RUN_SCRIPT = {"auxiliary_skip": True, "skip_beta": 1.0, "decay": "linear", "drop_path_prob": 0.0,
-              "weight_decay": 3e-4, "space": "s5"}  # fmt: skip
+RUN_SCRIPT_PATH = "scripts/run_darts_minus.sh"
+
+
+def run_script_flags(path: str) -> dict[str, Any]:
+    """The options the reference's run script passes to ``train_search.py``: its shell
+    variables substituted into the command line's ``--flag value`` pairs; a bare flag is
+    True, numbers are numbers."""
+    import re
+    import shlex
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    variables = dict(re.findall(r"^\s*([A-Za-z_]+)=['\"]?([^'\"\s]*)['\"]?\s*$", text, re.M))
+    command = next(line for line in text.splitlines() if "train_search.py" in line)
+    words = shlex.split(command.split(">")[0])
+    out: dict[str, Any] = {}
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else "--"
+        if nxt.startswith("--"):
+            out[word[2:]] = True
+            continue
+        value = re.sub(r"\$\{?([A-Za-z_]+)\}?", lambda m: variables.get(m.group(1), ""), nxt)
+        try:
+            out[word[2:]] = int(value)
+        except ValueError:
+            try:
+                out[word[2:]] = float(value)
+            except ValueError:
+                out[word[2:]] = value
+    return out
+
+
+def run_script(root: str) -> dict[str, Any]:
+    """What the comparison runs the reference with: its run script's options (read from
+    ``scripts/run_darts_minus.sh``), with the DARTS space (s5) for its ``--space s3``."""
+    flags = run_script_flags(os.path.join(root, RUN_SCRIPT_PATH))
+    keys = ("auxiliary_skip", "skip_beta", "decay", "drop_path_prob")
+    return {**{k: flags[k] for k in keys}, "space": "s5"}
 
 
 def ours(space: str = "darts", seed: int = 0) -> tuple[Any, nn.Module, torch.optim.SGD]:
@@ -225,7 +263,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         from torch.autograd import Variable
 
         defaults = F.script_defaults("src/search/args.py")
-        args = SimpleNamespace(**{**defaults, **RUN_SCRIPT, "disable_cuda": True})
+        script = run_script(root)
+        args = SimpleNamespace(**{**defaults, **script, "disable_cuda": True})
         # src/search/args.py parses the command line and creates folders at import: a stand-in
         scheduler = utils.DecayScheduler(
             base_lr=args.skip_beta,
@@ -334,7 +373,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "nodes": len(get_space(str(cfg.space.name)).cells["normal"].intermediate_nodes),
             "cutout": bool(cfg.data.cutout),
             "drop_path_prob (our search has no drop path)": 0.0,
-            "auxiliary_skip (run script)": True,
+            "auxiliary_skip (run script)": "darts_minus" in (cfg.get("components") or {}),
             "auxiliary_operation": dm.operation,
             "skip_beta (run script)": dm.beta0,
             "decay (run script)": dm.decay,
@@ -347,9 +386,9 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "space (run script: s3; ours the DARTS space, s5)": "s5",
             "drop_path_prob (our search has no drop path)": defaults["drop_path_prob"],
             "arch betas (architect.py)": [0.5, 0.999],
-            "auxiliary_skip (run script)": True,
-            "skip_beta (run script)": 1.0,
-            "decay (run script)": "linear",
+            "auxiliary_skip (run script)": script["auxiliary_skip"],
+            "skip_beta (run script)": float(script["skip_beta"]),
+            "decay (run script)": script["decay"],
         },
         ref_label,
     )
