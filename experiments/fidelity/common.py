@@ -317,6 +317,33 @@ def copy_weights(src: nn.Module, dst: nn.Module, kinds: tuple[type, ...] = COPIE
                 y.copy_(x)
 
 
+def trained(module: nn.Module) -> list[Tensor]:
+    """The trained tensors of ``module``, in module order (convolutions, affine batch norms,
+    linear layers): what "weights after N steps" rows compare."""
+    out = []
+    for m in modules_in_order(module):
+        for name in ("weight", "bias"):
+            t = getattr(m, name, None)
+            if isinstance(t, Tensor):
+                out.append(t.detach().clone())
+    return out
+
+
+def our_genotype(strategy: Any) -> list[list[tuple[str, int]]]:
+    """The (op, input) pairs of both cells of the genotype our run derives, as the DARTS-family
+    references' ``genotype()`` lists them."""
+    from nas.selection.base import derived_genotype
+
+    g: Any = derived_genotype(strategy)
+    return [[(op, src) for op, src in g.normal], [(op, src) for op, src in g.reduce]]
+
+
+def reference_genotype(model: Any) -> list[list[tuple[str, int]]]:
+    """The (op, input) pairs of both cells of a DARTS-family reference's ``genotype()``."""
+    g = model.genotype()
+    return [list(g.normal), list(g.reduce)]
+
+
 def randomise_affine(module: nn.Module, seed: int = 0) -> None:
     """Affine batch-norm parameters away from 1 / 0, so that a mix-up of them shows."""
     g = torch.Generator().manual_seed(seed)

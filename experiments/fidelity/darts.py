@@ -38,7 +38,6 @@ from torch import nn
 from nas.plugins import build_strategy
 from nas.run.schedules import search_lr_factor
 from nas.search.base import SearchContext
-from nas.selection.base import derived_genotype
 from nas.supernet import build_supernet
 
 METHOD = "DARTS"
@@ -70,17 +69,6 @@ def alphas(strategy: Any) -> list[torch.Tensor]:
 def arch_grads(strategy: Any) -> list[torch.Tensor]:
     """The architecture gradient of the last step (Adam reads ``.grad`` and leaves it)."""
     return [strategy.arch_params[ct].grad.detach().clone() for ct in ("normal", "reduce")]
-
-
-def trained(module: nn.Module) -> list[torch.Tensor]:
-    """The trained tensors, in module order (convolutions, affine batch norms, the classifier)."""
-    out = []
-    for m in F.modules_in_order(module):
-        for name in ("weight", "bias"):
-            t = getattr(m, name, None)
-            if isinstance(t, torch.Tensor):
-                out.append(t.detach().clone())
-    return out
 
 
 # ------------------------------------------------------------------------------ known answers
@@ -209,8 +197,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         x = val_batches[0][0]
         table.add(METHOD, "forward (softmax mixing)", net(x, strategy.arch_weights(sample=False)),
                   model(x), ref_label)  # fmt: skip
-        table.add_equal(METHOD, "genotype (Network.genotype)", _genotype_tuples(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+        table.add_equal(METHOD, "genotype (Network.genotype)", F.our_genotype(strategy),
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
         for order in (1, 2):
             strategy, net, _ = ours(order=order)
@@ -235,8 +223,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                 strategy.weight_step(tb)
             table.add(METHOD, f"order {order}: alphas after 3 steps", alphas(strategy),
                       [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
-            table.add(METHOD, f"order {order}: weights after 3 steps", trained(net),
-                      trained(model), ref_label)  # fmt: skip
+            table.add(METHOD, f"order {order}: weights after 3 steps", F.trained(net),
+                      F.trained(model), ref_label)  # fmt: skip
 
     cfg = F.compose(["experiment=darts_cifar10"])
     F.add_settings(
@@ -259,16 +247,6 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         {**defaults, "unrolled (the paper's second order: --unrolled)": True},
         ref_label,
     )
-
-
-def _genotype_tuples(strategy: Any) -> list[list[tuple[str, int]]]:
-    g = derived_genotype(strategy)
-    return [[(op, src) for op, src in g.normal], [(op, src) for op, src in g.reduce]]
-
-
-def _ref_genotype(model: Any) -> list[list[tuple[str, int]]]:
-    g = model.genotype()
-    return [list(g.normal), list(g.reduce)]
 
 
 if __name__ == "__main__":

@@ -58,7 +58,6 @@ from torch.nn import functional as TF
 
 from nas.plugins import build_components, build_strategy
 from nas.search.base import SearchContext
-from nas.selection.base import derived_genotype
 from nas.supernet import build_supernet
 from search_spaces.space import get_space
 
@@ -317,8 +316,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                 ours_out = net(x, strategy.arch_weights(sample=False))
                 table.add(METHOD, f"forward, epoch {e} (beta {scheduler.decay_rate:g})",
                           ours_out, model(x), ref_label)  # fmt: skip
-        table.add_equal(METHOD, "genotype (Network.genotype)", _genotype_tuples(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+        table.add_equal(METHOD, "genotype (Network.genotype)", F.our_genotype(strategy),
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
         # three whole steps at epoch 10: the reference's own train()
         strategy, net, _ = ours()
@@ -343,8 +342,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         table.add(METHOD, "weights after 3 steps (auxiliary ops included)",
                   trained(F.modules_in_order(net)), trained(F.modules_in_order(model)),
                   ref_label)  # fmt: skip
-        table.add_equal(METHOD, "genotype after 3 steps", _genotype_tuples(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+        table.add_equal(METHOD, "genotype after 3 steps", F.our_genotype(strategy),
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
     cfg = F.compose(["experiment=darts_minus_darts_cifar10"])
     dm = cfg.components.darts_minus
@@ -392,16 +391,6 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         },
         ref_label,
     )
-
-
-def _genotype_tuples(strategy: Any) -> list[list[tuple[str, int]]]:
-    g = derived_genotype(strategy)
-    return [[(op, src) for op, src in g.normal], [(op, src) for op, src in g.reduce]]
-
-
-def _ref_genotype(model: Any) -> list[list[tuple[str, int]]]:
-    g = model.genotype()
-    return [list(g.normal), list(g.reduce)]
 
 
 if __name__ == "__main__":

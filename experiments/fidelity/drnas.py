@@ -136,17 +136,6 @@ def arch_grads(strategy: Any) -> list[torch.Tensor]:
     return [a.grad.detach().clone() for a in strategy.arch_params.values()]
 
 
-def trained(module: nn.Module) -> list[torch.Tensor]:
-    """The trained tensors, in module order (convolutions, affine batch norms, the classifier)."""
-    out = []
-    for m in F.modules_in_order(module):
-        for name in ("weight", "bias"):
-            t = getattr(m, name, None)
-            if isinstance(t, torch.Tensor):
-                out.append(t.detach().clone())
-    return out
-
-
 # ---------------------------------------------------------------------- the same samples
 
 
@@ -585,8 +574,8 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
         table.add_equal(
             METHOD,
             "DARTS space: genotype (Network.genotype)",
-            _genotype_tuples(strategy),
-            _ref_genotype(model),
+            F.our_genotype(strategy),
+            F.reference_genotype(model),
             ref_label,
         )
 
@@ -605,8 +594,8 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
         table.add(
             METHOD,
             f"DARTS space K={K}: weights after 3 steps",
-            trained(net),
-            trained(model),
+            F.trained(net),
+            F.trained(model),
             ref_label,
         )
 
@@ -637,8 +626,8 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
         table.add(
             METHOD,
             f"stage change: weights widened to K={k2}",
-            trained(net),
-            trained(model),
+            F.trained(net),
+            F.trained(model),
             ref_label,
         )
         momentum_ours = [
@@ -671,8 +660,8 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
         table.add(
             METHOD,
             "after the stage change: weights after 2 steps",
-            trained(net),
-            trained(model),
+            F.trained(net),
+            F.trained(model),
             ref_label,
         )
         table.add(
@@ -932,16 +921,6 @@ def optimizer_state(optimizer: torch.optim.Optimizer, p: torch.Tensor) -> torch.
     state = optimizer.state.get(p) or {}
     buf = state.get("momentum_buffer")
     return buf.detach().clone() if buf is not None else torch.zeros(0)
-
-
-def _genotype_tuples(strategy: Any) -> list[list[tuple[str, int]]]:
-    g = derived_genotype(strategy)
-    return [[(op, src) for op, src in g.normal], [(op, src) for op, src in g.reduce]]
-
-
-def _ref_genotype(model: Any) -> list[list[tuple[str, int]]]:
-    g = model.genotype()
-    return [list(g.normal), list(g.reduce)]
 
 
 if __name__ == "__main__":

@@ -272,7 +272,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             table.add(METHOD, "forward (sigmoid mixing)",
                       net(x, strategy.arch_weights(sample=False)), model(x), ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype (threshold_sparse, 0.85)", genotype(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
         strategy, net, _ = ours()
         model, optimizer, architect = reference(strategy, net)
@@ -292,7 +292,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                   [p.detach() for p in model.arch_parameters()], ref_label)  # fmt: skip
         table.add(METHOD, "weights after 3 steps", trained(net), trained(model), ref_label)
         table.add_equal(METHOD, "genotype after 3 steps", genotype(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
     cfg = F.compose(EXPERIMENT)
     fair = cfg.components.fair_darts
@@ -334,11 +334,6 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         },
         ref_label,
     )
-
-
-def _ref_genotype(model: Any) -> list[list[tuple]]:
-    g = model.genotype()
-    return [list(g.normal), list(g.reduce)]
 
 
 if __name__ == "__main__":

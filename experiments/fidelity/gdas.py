@@ -125,16 +125,6 @@ def arch_grads(strategy: Any) -> list[torch.Tensor]:
     return [strategy.arch_params[ct].grad.detach().clone() for ct in cell_types(strategy)]
 
 
-def trained(module: nn.Module) -> list[torch.Tensor]:
-    out = []
-    for m in F.modules_in_order(module):
-        for name in ("weight", "bias"):
-            t = getattr(m, name, None)
-            if isinstance(t, torch.Tensor):
-                out.append(t.detach().clone())
-    return out
-
-
 # ------------------------------------------------------------------------- the shared draws
 
 
@@ -472,7 +462,7 @@ def _compare_space(table, space, ref_label, search_func, TinyNetworkGDAS, NASNet
     table.add(METHOD, f"{tag}: alphas after 3 steps", alphas(strategy), ref_view(ref_alphas),
               ref_label)  # fmt: skip
     if space == "nb201":
-        ours_w, ref_w = trained(net), trained(model)
+        ours_w, ref_w = F.trained(net), F.trained(model)
     else:  # the reference's op order differs: compare op by op
         ours_w, ref_w = _darts_trained(net, model)
     table.add(METHOD, f"{tag}: weights after 3 steps", ours_w, ref_w, ref_label)

@@ -55,7 +55,6 @@ from torch.nn import functional as TF
 from nas.plugins import build_components, build_strategy
 from nas.run.schedules import search_lr_factor
 from nas.search.base import SearchContext
-from nas.selection.base import derived_genotype
 from nas.supernet import build_supernet
 
 METHOD = "PC-DARTS"
@@ -105,16 +104,6 @@ def arch_state(strategy: Any) -> list[torch.Tensor]:
 def arch_grads(strategy: Any) -> list[torch.Tensor]:
     betas = component(strategy).edge_betas
     return [t.grad.detach().clone() for t in (*strategy.arch_params.values(), *betas.values())]
-
-
-def trained(module: nn.Module) -> list[torch.Tensor]:
-    out = []
-    for m in F.modules_in_order(module):
-        for name in ("weight", "bias"):
-            t = getattr(m, name, None)
-            if isinstance(t, torch.Tensor):
-                out.append(t.detach().clone())
-    return out
 
 
 # ------------------------------------------------------------------------------ known answers
@@ -207,7 +196,7 @@ def known_answers(table: F.Table) -> None:
     table.add(METHOD, "architecture step = Adam(6e-4, (0.5, 0.999), wd 1e-3)",
               arch_state(strategy), [p.detach() for p in adam_leaves])  # fmt: skip
     table.add_equal(METHOD, "genotype = parse of softmax(alpha) x softmax(beta)",
-                    _genotype_tuples(strategy),
+                    F.our_genotype(strategy),
                     parse_written_out(net.cells[0].ops[0].op_names, arch_state(strategy)[:2],
                                       arch_state(strategy)[2:]))  # fmt: skip
     table.add_equal(METHOD, "epochs with architecture steps = e >= 15",
@@ -297,8 +286,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         x = val_batches[0][0]
         table.add(METHOD, "forward (partial channels, edge normalisation)",
                   net(x, strategy.arch_weights(sample=False)), model(x), ref_label)  # fmt: skip
-        table.add_equal(METHOD, "genotype (Network.genotype)", _genotype_tuples(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+        table.add_equal(METHOD, "genotype (Network.genotype)", F.our_genotype(strategy),
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
         # three whole steps: the reference's own train() at epoch 15 (the first with
         # architecture steps); ours: the loop's arch_step then weight_step
@@ -318,9 +307,9 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             strategy.weight_step(tb)
         table.add(METHOD, "alphas and betas after 3 steps", arch_state(strategy),
                   [p.detach() for p in model.arch_parameters()], ref_label)  # fmt: skip
-        table.add(METHOD, "weights after 3 steps", trained(net), trained(model), ref_label)
-        table.add_equal(METHOD, "genotype after 3 steps", _genotype_tuples(strategy),
-                        _ref_genotype(model), ref_label)  # fmt: skip
+        table.add(METHOD, "weights after 3 steps", F.trained(net), F.trained(model), ref_label)
+        table.add_equal(METHOD, "genotype after 3 steps", F.our_genotype(strategy),
+                        F.reference_genotype(model), ref_label)  # fmt: skip
 
         # the warm-up: the reference's train() at epochs 14 and 15 (one batch each)
         steps = []
@@ -413,16 +402,6 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         },
         ref_label,
     )
-
-
-def _genotype_tuples(strategy: Any) -> list[list[tuple[str, int]]]:
-    g = derived_genotype(strategy)
-    return [[(op, src) for op, src in g.normal], [(op, src) for op, src in g.reduce]]
-
-
-def _ref_genotype(model: Any) -> list[list[tuple[str, int]]]:
-    g = model.genotype()
-    return [list(g.normal), list(g.reduce)]
 
 
 if __name__ == "__main__":

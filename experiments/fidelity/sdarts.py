@@ -82,7 +82,6 @@ from nas.plugins import build_components, build_strategy
 from nas.run.schedules import search_lr_factor
 from nas.search.base import SearchContext, Shards
 from nas.search.components.sdarts import clip_to_simplex
-from nas.selection.base import derived_genotype
 from nas.supernet import build_supernet
 
 METHOD = "SDARTS"
@@ -486,7 +485,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             print(f"{METHOD} {name}: {zeros} exact zeros among the perturbed weights of "
                   f"{EPOCHS} epochs ({EPOCHS * STEPS * 2 * 14 * 7} entries)")  # fmt: skip
             table.add_equal(METHOD, f"{name}: genotype after {EPOCHS} epochs (Network.genotype)",
-                            _genotype_tuples(strategy), _ref_genotype(model),
+                            F.our_genotype(strategy), F.reference_genotype(model),
                             ref_label)  # fmt: skip
 
         for kind, name in KINDS.items():
@@ -533,16 +532,6 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         f"{METHOD}: train_search.py defaults --search_space {defaults['search_space']} "
         f"--perturb_alpha {defaults['perturb_alpha']}; the experiments run s5 with the method"
     )
-
-
-def _genotype_tuples(strategy: Any) -> list[list[tuple[str, int]]]:
-    g = derived_genotype(strategy)
-    return [[(op, src) for op, src in g.normal], [(op, src) for op, src in g.reduce]]
-
-
-def _ref_genotype(model: Any) -> list[list[tuple[str, int]]]:
-    g = model.genotype()
-    return [list(g.normal), list(g.reduce)]
 
 
 if __name__ == "__main__":

@@ -58,13 +58,7 @@ def check_output_file(path: str | Path, what: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{what} {path}: is a folder; expected the path of a file to write")
-    ancestor = path.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ValueError(f"{what} {path}: {ancestor} is a file, not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path}: the folder {ancestor} is not writable")
+    _check_writable_ancestor(path.parent, path, what)
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{what} {path}: the file is read-only")
     return path
@@ -75,14 +69,19 @@ def check_output_folder(path: str | Path, what: str) -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{what} {path}: is a file; expected a folder")
-    ancestor = path
+    _check_writable_ancestor(path, path, what)
+    return path
+
+
+def _check_writable_ancestor(folder: Path, path: Path, what: str) -> None:
+    """The nearest existing folder at or above ``folder`` must be a writable folder."""
+    ancestor = folder
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise ValueError(f"{what} {path}: {ancestor} is a file, not a folder")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ValueError(f"{what} {path}: the folder {ancestor} is not writable")
-    return path
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
