@@ -3,8 +3,10 @@
 One start line names the run folder and the key settings. A terminal then gets tqdm bars (on
 stderr); output that is not a terminal (nohup, SLURM, CI logs) gets instead a plain line on
 stdout every ``log_every`` steps: the step, the loss, images/s since the previous line and the
-estimated time left. ``NAS_PROGRESS=bar|lines|both|none`` overrides the choice. Only the
-process that prints (rank 0) shows anything.
+estimated time left. In a Jupyter notebook (``nas.search`` / ``nas.train`` from a notebook)
+the bars are notebook widgets (``tqdm.auto``) where ipywidgets is installed, else the plain
+lines. ``NAS_PROGRESS=bar|lines|both|none`` overrides the choice. Only the process that prints
+(rank 0) shows anything.
 """
 
 from __future__ import annotations
@@ -33,7 +35,33 @@ def _modes() -> tuple[bool, bool]:
         raise ValueError(f"NAS_PROGRESS={mode!r}; expected one of {', '.join(_MODES)}")
     if mode:
         return mode in ("bar", "both"), mode in ("lines", "both")
+    if _in_notebook():
+        return _has_widgets(), not _has_widgets()
     return sys.stderr.isatty(), not sys.stdout.isatty()
+
+
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (its output goes to a notebook's cells)."""
+    shell = sys.modules.get("IPython")
+    get = getattr(shell, "get_ipython", None)
+    return get is not None and type(get()).__name__ == "ZMQInteractiveShell"
+
+
+def _has_widgets() -> bool:
+    try:
+        import ipywidgets  # noqa: F401  (tqdm.auto's notebook bars need it)
+    except ImportError:
+        return False
+    return True
+
+
+def _bar(**kwargs: Any) -> Any:
+    """A tqdm bar: a notebook widget in a Jupyter kernel, else text on stderr."""
+    if _in_notebook():
+        from tqdm.auto import tqdm as auto_tqdm
+
+        return auto_tqdm(**kwargs)
+    return tqdm(file=sys.stderr, **kwargs)
 
 
 def format_duration(seconds: float) -> str:
@@ -85,7 +113,7 @@ class Progress:
     ) -> None:
         use_bar, use_lines = _modes() if enabled else (False, False)
         self.bar = (
-            tqdm(total=total, initial=initial, desc=desc, leave=False, file=sys.stderr)
+            _bar(total=total, initial=initial, desc=desc, leave=False)
             if use_bar
             else None
         )

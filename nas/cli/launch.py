@@ -1,6 +1,7 @@
 """What ``nas-search`` and ``nas-train`` share about their processes: exit codes, which process
-prints, the one-line error exit, and the run around the loop (``run_in_folder``): the locked
-run folder, stop requests, a folder that cannot be written. Read from torchrun's environment
+prints, the one-line error exit, and the run around the loop: the locked run folder, stop
+requests, a folder that cannot be written (``run_guarded``, which the Python API uses too,
+raising; ``run_in_folder``, which turns its endings into a line and an exit code). Read from torchrun's environment
 variables, so that it works before any process group exists (a config error stops every
 process the same way). Imports no torch.
 """
@@ -89,43 +90,83 @@ def exit_preempted(
     sys.exit(128 + signum)
 
 
-def run_in_folder(
+class RunRefused(ValueError):
+    """A run refused before or while it ran: bad input, a busy run folder, a folder that cannot
+    be written. The message is the one line ``<program>: error:`` prints."""
+
+
+class RunStopped(Exception):
+    """A stop request ended the run: SIGTERM or a first Ctrl-C after writing a checkpoint at the
+    next step (``at_once`` False), or a second Ctrl-C at once (``at_once`` True; ``checkpoint``
+    is the last one written, None if there is none)."""
+
+    def __init__(
+        self, checkpoint: Path | None, run_dir: Path, signum: int, *, at_once: bool = False
+    ) -> None:
+        super().__init__(str(checkpoint))
+        self.checkpoint = checkpoint
+        self.run_dir = run_dir
+        self.signum = signum
+        self.at_once = at_once
+
+
+def run_guarded(
     program: str,
     run_dir: Path,
     body: Callable[[], T],
     bad_input: tuple[type[BaseException], ...],
 ) -> T:
     """``body()`` (the run) in the locked run folder, every way it can end but success turned
-    into one line and an exit code: bad input, a busy folder, a folder that cannot be written
-    (2), a stop request (143 / 130, with the resume line), a second Ctrl-C (130)."""
+    into ``RunRefused`` (bad input, a busy folder, a folder that cannot be written: one line)
+    or ``RunStopped`` (a stop request). The command lines (``run_in_folder``) and the Python
+    API (``nas.api``) both run through here."""
     checkpoint = run_dir / "checkpoints" / "last.pt"
     try:
         with RunFolder(run_dir, program=program, new_dirs=NEW_DIRS):
             return body()
     except Preempted as p:
-        exit_preempted(program, p.checkpoint, run_dir, p.signum)
+        raise RunStopped(p.checkpoint, run_dir, p.signum) from None
     except KeyboardInterrupt:
-        if is_rank0():
-            kept = (
-                f"the last checkpoint {checkpoint} is intact; resume with: "
-                f"{resume_command(program, run_dir)}"
-                if checkpoint.is_file()
-                else "no checkpoint had been written yet"
-            )
-            print(f"{program}: stopped at once (Ctrl-C); {kept}", file=sys.stderr, flush=True)
-        sys.exit(EXIT_INTERRUPTED)
+        kept = checkpoint if checkpoint.is_file() else None
+        raise RunStopped(kept, run_dir, signal.SIGINT, at_once=True) from None
     except RunFolderBusy as e:
-        fail(program, str(e))
+        raise RunRefused(str(e)) from None
     except OSError as e:
         if not is_write_error(e):
             if isinstance(e, bad_input):
                 _discard_refused(run_dir, checkpoint)
-                fail(program, _first_line(e))
+                raise RunRefused(_first_line(e)) from None
             raise
-        fail(program, write_error_message(e, run_dir, checkpoint))
+        raise RunRefused(write_error_message(e, run_dir, checkpoint)) from None
     except bad_input as e:
         _discard_refused(run_dir, checkpoint)
-        fail(program, _first_line(e))
+        raise RunRefused(_first_line(e)) from None
+
+
+def run_in_folder(
+    program: str,
+    run_dir: Path,
+    body: Callable[[], T],
+    bad_input: tuple[type[BaseException], ...],
+) -> T:
+    """``run_guarded`` for a command line: a refusal is one line and exit code 2, a stop
+    request exit code 143 / 130 with the resume line, a second Ctrl-C 130."""
+    try:
+        return run_guarded(program, run_dir, body, bad_input)
+    except RunRefused as e:
+        fail(program, str(e))
+    except RunStopped as s:
+        if not s.at_once:
+            exit_preempted(program, s.checkpoint or run_dir, run_dir, s.signum)
+        if is_rank0():
+            kept = (
+                f"the last checkpoint {s.checkpoint} is intact; resume with: "
+                f"{resume_command(program, run_dir)}"
+                if s.checkpoint is not None
+                else "no checkpoint had been written yet"
+            )
+            print(f"{program}: stopped at once (Ctrl-C); {kept}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def _discard_refused(run_dir: Path, checkpoint: Path) -> None:

@@ -16,6 +16,7 @@ one that cannot be written, is one line and exit code 2 (``nas.cli.launch.run_in
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -27,7 +28,7 @@ from nas.bench import format_result_line
 from nas.choices import plugin_name
 from nas.cli.config_check import CommandLineError, check_command_line
 from nas.cli.configs import config_dir, config_groups, options, user_folders
-from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
+from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_guarded, run_in_folder
 from nas.run.config import validate_search_config
 from search_spaces.genotype import NB201Genotype
 
@@ -71,12 +72,21 @@ def check_group_choices(argv: list[str]) -> None:
             if not choice:
                 continue
             if choice not in names:
-                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
+                raise CommandLineError(
+                    f"unknown {key} {choice!r}; expected one of {', '.join(names)}"
+                )
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")
-def _search(cfg: DictConfig) -> None:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+# what a search refuses as bad input (one line), not as a bug (a traceback)
+BAD_INPUT = (ValueError, FileNotFoundError)
+
+
+def search_job(
+    cfg: DictConfig, run_dir: Path, guard: Callable[..., SearchResult] = run_guarded
+) -> SearchResult:
+    """The search of a composed job in its locked run folder, through ``guard``:
+    ``run_in_folder`` for the command line (one line and an exit code), ``run_guarded`` for
+    the Python API (exceptions with the same lines)."""
 
     def search() -> SearchResult:
         # the heavy imports (torch) inside the locked folder: a busy folder is refused at once
@@ -88,7 +98,13 @@ def _search(cfg: DictConfig) -> None:
         finally:
             distributed.shutdown()
 
-    result = run_in_folder("nas-search", run_dir, search, (ValueError, FileNotFoundError))
+    return guard("nas-search", run_dir, search, BAD_INPUT)
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="nas_search", version_base="1.3")
+def _search(cfg: DictConfig) -> None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    result = search_job(cfg, run_dir, run_in_folder)
     if not is_rank0():
         return
     print(f"run folder: {result.run_dir}")
@@ -122,25 +138,34 @@ def quickstart_argv(argv: list[str]) -> list[str]:
 
 
 def check_config(argv: list[str]) -> None:
-    """Everything the command line alone shows wrong, in one line, before Hydra or torch run."""
+    """Everything the command line alone shows wrong, before Hydra or torch run:
+    ``CommandLineError`` (one line)."""
     check_group_choices(argv)
-    try:
-        check_command_line(
-            "nas-search",
-            argv,
-            config_dir=CONFIG_DIR,
-            config_name="nas_search",
-            groups=search_groups(argv),
-            validate=validate_search_config,
-            plugin_sections=PLUGIN_SECTIONS,
-        )
-    except CommandLineError as e:
-        _fail(str(e))
+    check_command_line(
+        "nas-search",
+        argv,
+        config_dir=CONFIG_DIR,
+        config_name="nas_search",
+        groups=search_groups(argv),
+        validate=validate_search_config,
+        plugin_sections=PLUGIN_SECTIONS,
+    )
+
+
+def prepare(argv: list[str]) -> list[str]:
+    """The overrides Hydra composes for ``nas-search <argv>`` (the quickstart added where
+    nothing is chosen), checked: ``CommandLineError`` (one line) where they would not run.
+    The command line and ``nas.search`` both start here."""
+    argv = quickstart_argv(argv)
+    check_config(argv)
+    return argv
 
 
 def main() -> None:
-    argv = quickstart_argv(sys.argv[1:])
-    check_config(argv)
+    try:
+        argv = prepare(sys.argv[1:])
+    except CommandLineError as e:
+        _fail(str(e))
     sys.argv = [sys.argv[0], *argv]
     try:
         _search()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -42,7 +42,7 @@ from nas.cli.configs import (
     user_folders,
     user_search_path,
 )
-from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_in_folder
+from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_guarded, run_in_folder
 from nas.run.config import validate_train_config
 from nas.run.folder import remove_new_empty_dirs
 
@@ -88,7 +88,9 @@ def check_group_choices(argv: list[str]) -> None:
         names = group_options(key, argv)
         for choice in value.split(","):  # -m sweeps: experiment=darts_cifar10,drnas_cifar10
             if choice not in names:
-                _fail(f"unknown {key} {choice!r}; expected one of {', '.join(names)}")
+                raise CommandLineError(
+                    f"unknown {key} {choice!r}; expected one of {', '.join(names)}"
+                )
 
 
 def hydra_quote(value: str) -> str:
@@ -106,12 +108,14 @@ def check_genotype_quoting(argv: list[str]) -> None:
         if not (sep and key.lstrip("+") == "genotype" and value.startswith("Genotype")):
             continue
         if value.count("(") != value.count(")") or value.count("[") != value.count("]"):
-            _fail(
+            raise CommandLineError(
                 f"genotype= holds only the start of the Genotype text ({value!r}): the shell "
                 f"split it at its spaces; {SHELL_QUOTING}"
             )
         if "'" not in value and '"' not in value:
-            _fail(f"the op names in genotype= lost their quotes to the shell; {SHELL_QUOTING}")
+            raise CommandLineError(
+                f"the op names in genotype= lost their quotes to the shell; {SHELL_QUOTING}"
+            )
 
 
 def register_shared_configs(argv: list[str]) -> None:
@@ -176,13 +180,16 @@ def compose_config(overrides: list[str] | None = None) -> DictConfig:
         return compose(config_name="nas_train", overrides=prepare_argv(argv))
 
 
-@hydra.main(config_path=str(TRAIN_CONFIG_DIR), config_name="nas_train", version_base="1.3")
-def _train(cfg: DictConfig) -> None:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    bad_input = (ValueError, FileNotFoundError)
-    if bool(cfg.eval_only):
-        _evaluate(cfg, bad_input)
-        return
+# what a training refuses as bad input (one line), not as a bug (a traceback)
+BAD_INPUT = (ValueError, FileNotFoundError)
+
+
+def train_job(
+    cfg: DictConfig, run_dir: Path, guard: Callable[..., TrainResult] = run_guarded
+) -> TrainResult:
+    """The training of a composed job in its locked run folder, through ``guard``:
+    ``run_in_folder`` for the command line (one line and an exit code), ``run_guarded`` for
+    the Python API (exceptions with the same lines)."""
 
     def train() -> TrainResult:
         # the heavy imports (torch) inside the locked folder: a busy folder is refused at once
@@ -194,7 +201,16 @@ def _train(cfg: DictConfig) -> None:
         finally:
             distributed.shutdown()
 
-    result = run_in_folder("nas-train", run_dir, train, bad_input)
+    return guard("nas-train", run_dir, train, BAD_INPUT)
+
+
+@hydra.main(config_path=str(TRAIN_CONFIG_DIR), config_name="nas_train", version_base="1.3")
+def _train(cfg: DictConfig) -> None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if bool(cfg.eval_only):
+        _evaluate(cfg, BAD_INPUT)
+        return
+    result = train_job(cfg, run_dir, run_in_folder)
     if is_rank0():
         r = result.results
         final, best = r["final"], r["best"]
@@ -238,28 +254,35 @@ def _evaluate(cfg: DictConfig, bad_input: tuple[type[BaseException], ...]) -> No
 
 
 def check_config(argv: list[str]) -> None:
-    """Everything the command line alone shows wrong, in one line, before Hydra or torch run;
-    ``argv`` as typed (the check composes it as Hydra will see it, ``prepare_argv``)."""
+    """Everything the command line alone shows wrong, before Hydra or torch run:
+    ``CommandLineError`` (one line); ``argv`` as typed (the check composes it as Hydra will
+    see it, ``prepare_argv``). Leaves the shared groups registered for the composition."""
     check_genotype_quoting(argv)
     check_group_choices(argv)
     register_shared_configs(argv)
-    argv = prepare_argv(argv)
-    try:
-        check_command_line(
-            "nas-train",
-            argv,
-            config_dir=TRAIN_CONFIG_DIR,
-            config_name="nas_train",
-            groups=tuple(GROUP_DIRS),
-            validate=validate_train_config,
-        )
-    except CommandLineError as e:
-        _fail(str(e))
+    check_command_line(
+        "nas-train",
+        prepare_argv(argv),
+        config_dir=TRAIN_CONFIG_DIR,
+        config_name="nas_train",
+        groups=tuple(GROUP_DIRS),
+        validate=validate_train_config,
+    )
+
+
+def prepare(argv: list[str]) -> list[str]:
+    """The overrides Hydra composes for ``nas-train <argv>``, checked: ``CommandLineError``
+    (one line) where they would not run. The command line and ``nas.train`` both start here."""
+    check_config(argv)
+    return prepare_argv(argv)
 
 
 def main() -> None:
-    check_config(sys.argv[1:])
-    sys.argv = [sys.argv[0], *prepare_argv(sys.argv[1:])]
+    try:
+        argv = prepare(sys.argv[1:])
+    except CommandLineError as e:
+        _fail(str(e))
+    sys.argv = [sys.argv[0], *argv]
     try:
         _train()
     except SystemExit as e:

@@ -1,5 +1,10 @@
-"""nas.search: search strategies and the search loop."""
+"""nas.search: search strategies and the search loop.
 
+Calling the package runs a search: ``nas.search(space="nb201", strategy="drnas")`` is
+``nas.api.search`` (``nas.callable_packages``).
+"""
+
+from nas.callable_packages import make_callable
 from nas.search.base import SearchContext, SearchStrategy, Shards
 from nas.search.darts import DARTS
 from nas.search.drnas import DrNAS
@@ -19,3 +24,5 @@ __all__ = [
     "SearchStrategy",
     "Shards",
 ]
+
+make_callable(__name__)

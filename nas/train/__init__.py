@@ -5,8 +5,12 @@
 ``torch.distributed`` code; ``resolve_train_genotype`` / ``build_network`` turn a genotype
 reference into ``NetworkCIFAR``, ``NetworkImageNet`` or NB201's ``TinyNetwork``;
 ``run_eval(cfg)`` measures a training checkpoint on the test set (``nas.train.evaluate``).
+
+Calling the package retrains: ``nas.train("DARTS_V2", experiment="darts_cifar10")`` is
+``nas.api.train`` (``nas.callable_packages``).
 """
 
+from nas.callable_packages import make_callable
 from nas.train.ema import EMA
 from nas.train.evaluate import run_eval
 from nas.train.loop import TrainError, TrainResult, run_train
@@ -22,3 +26,5 @@ __all__ = [
     "run_eval",
     "run_train",
 ]
+
+make_callable(__name__)
