@@ -10,10 +10,11 @@ prints one line and exits with code 2, the API raises ``RunError`` with that lin
 command exits after a stop request (Ctrl-C, SIGTERM), the API raises ``Stopped``, naming the
 checkpoint; ``resume=True`` continues the run.
 
-Both return a ``Run``: what the run folder says (``load_run`` reads any run folder, finished
-or stopped, searched or trained): the genotype, the per-epoch records (a pandas DataFrame with
-``Run.dataframe()`` where pandas is installed), the final results of a training, the
-NAS-Bench-201 accuracies of a searched NB201 cell.
+``search`` and ``train`` return a ``Run``: what the run folder says (``load_run`` reads any
+run folder, finished or stopped, searched or trained): the genotype, the per-epoch records (a
+pandas DataFrame with ``Run.dataframe()`` where pandas is installed), the final results of a
+training, the NAS-Bench-201 accuracies of a searched NB201 cell. ``nas.api.search_config`` /
+``train_config`` return the config a run would use, composed and checked, without running.
 """
 
 from __future__ import annotations
@@ -26,12 +27,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig
+
 from nas.cli import launch
 from nas.cli.config_check import CommandLineError
 from nas.cli.job import compose_job, job_context
 from nas.cli.launch import RunRefused, RunStopped
 
-__all__ = ["Run", "RunError", "Stopped", "load_run", "search", "train"]
+__all__ = [
+    "Run",
+    "RunError",
+    "Stopped",
+    "load_run",
+    "search",
+    "search_config",
+    "train",
+    "train_config",
+]
 
 Overrides = Sequence[str] | Mapping[str, Any]
 
@@ -196,23 +208,36 @@ def search(
     """
     from nas.cli import search as command
 
-    argv = [
-        *_choice("space", space),
-        *_choice("search", strategy),
-        *_choice("selection", selection),
-        *(["components=[" + ",".join(components) + "]"] if components is not None else []),
-        *_choice("data", data),
-        *_choice("cost", cost),
-        *_choice("experiment", experiment),
-        *_override_list(overrides),
-        *_common(run_dir, resume, config_dirs),
-    ]
+    argv = _search_argv(space, strategy, selection, components, data, cost, experiment,
+                        overrides, run_dir, resume, config_dirs)  # fmt: skip
     with _as_api_errors("nas.search"), job_context():
-        launch.NEW_DIRS.clear()
-        argv = command.prepare(argv)
-        cfg, folder = compose_job(command.CONFIG_DIR, "nas_search", argv)
+        cfg, folder = _compose_search(argv)
         result = command.search_job(cfg, folder)
     return load_run(result.run_dir)
+
+
+def search_config(
+    space: str | None = None,
+    strategy: str | None = None,
+    selection: str | None = None,
+    components: Sequence[str] | None = None,
+    data: str | None = None,
+    *,
+    cost: str | None = None,
+    experiment: str | None = None,
+    overrides: Overrides = (),
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    config_dirs: Sequence[str | Path] = (),
+) -> DictConfig:
+    """The config ``search`` (and ``nas-search``) would run with for these arguments, checked
+    as they check it, without running anything: to read a recipe's values, or to build a
+    strategy or supernet from it (``nas.plugins``). Raises ``RunError``."""
+    argv = _search_argv(space, strategy, selection, components, data, cost, experiment,
+                        overrides, run_dir, resume, config_dirs)  # fmt: skip
+    with _as_api_errors("nas.search_config"), job_context():
+        cfg, _ = _compose_search(argv)
+    return cfg
 
 
 def train(
@@ -234,6 +259,78 @@ def train(
     """
     from nas.cli import train as command
 
+    argv = _train_argv(genotype, experiment, data, overrides, run_dir, resume, config_dirs)
+    with _as_api_errors("nas.train"), job_context():
+        cfg, folder = _compose_train(argv)
+        result = command.train_job(cfg, folder)
+    return load_run(result.run_dir)
+
+
+def train_config(
+    genotype: Any = None,
+    *,
+    experiment: str | None = None,
+    data: str | None = None,
+    overrides: Overrides = (),
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    config_dirs: Sequence[str | Path] = (),
+) -> DictConfig:
+    """The config ``train`` (and ``nas-train``) would run with for these arguments, checked,
+    without running anything. Raises ``RunError``."""
+    argv = _train_argv(genotype, experiment, data, overrides, run_dir, resume, config_dirs)
+    with _as_api_errors("nas.train_config"), job_context():
+        cfg, _ = _compose_train(argv)
+    return cfg
+
+
+def _search_argv(
+    space: str | None,
+    strategy: str | None,
+    selection: str | None,
+    components: Sequence[str] | None,
+    data: str | None,
+    cost: str | None,
+    experiment: str | None,
+    overrides: Overrides,
+    run_dir: str | Path | None,
+    resume: bool,
+    config_dirs: Sequence[str | Path],
+) -> list[str]:
+    """``nas-search``'s command line for ``search``'s arguments."""
+    if isinstance(components, str):
+        raise RunError(f"components={components!r} is one string; expected a list of names")
+    return [
+        *_choice("space", space),
+        *_choice("search", strategy),
+        *_choice("selection", selection),
+        *(["components=[" + ",".join(components) + "]"] if components is not None else []),
+        *_choice("data", data),
+        *_choice("cost", cost),
+        *_choice("experiment", experiment),
+        *_override_list(overrides),
+        *_common(run_dir, resume, config_dirs),
+    ]
+
+
+def _compose_search(argv: list[str]) -> tuple[DictConfig, Path]:
+    """``nas-search``'s checks and composition (inside ``job_context``)."""
+    from nas.cli import search as command
+
+    launch.NEW_DIRS.clear()
+    return compose_job(command.CONFIG_DIR, "nas_search", command.prepare(argv))
+
+
+def _train_argv(
+    genotype: Any,
+    experiment: str | None,
+    data: str | None,
+    overrides: Overrides,
+    run_dir: str | Path | None,
+    resume: bool,
+    config_dirs: Sequence[str | Path],
+) -> list[str]:
+    """``nas-train``'s command line for ``train``'s arguments."""
     argv = [
         *([f"genotype={_genotype_spec(genotype)}"] if genotype is not None else []),
         *_choice("experiment", experiment),
@@ -246,17 +343,19 @@ def train(
             "eval_only is nas-train's checkpoint evaluation, which nas.train does not run; "
             "use nas-train eval_only=true checkpoint=<run folder>"
         )
-    with _as_api_errors("nas.train"), job_context():
-        launch.NEW_DIRS.clear()
-        try:
-            argv = command.prepare(argv)
-            cfg, folder = compose_job(command.TRAIN_CONFIG_DIR, "nas_train", argv)
-        finally:
-            from nas.cli.configs import remove_stored
+    return argv
 
-            remove_stored("nas-train")  # the shared groups, registered for this composition
-        result = command.train_job(cfg, folder)
-    return load_run(result.run_dir)
+
+def _compose_train(argv: list[str]) -> tuple[DictConfig, Path]:
+    """``nas-train``'s checks and composition (inside ``job_context``)."""
+    from nas.cli import train as command
+    from nas.cli.configs import remove_stored
+
+    launch.NEW_DIRS.clear()
+    try:
+        return compose_job(command.TRAIN_CONFIG_DIR, "nas_train", command.prepare(argv))
+    finally:
+        remove_stored("nas-train")  # the shared groups, registered for this composition
 
 
 # --------------------------------------------------------------------------- helpers

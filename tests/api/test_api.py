@@ -12,6 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
 import nas
 from nas.api import Run, RunError
@@ -58,6 +60,10 @@ def test_search_and_train_equal_the_command_lines(tmp_path, monkeypatch):
     assert (api_dir / "genotype.json").read_text() == (cli_dir / "genotype.json").read_text()
     assert (api_dir / "config.yaml").read_text() == (cli_dir / "config.yaml").read_text()
     assert _events(api_dir) == _events(cli_dir)  # every step and epoch record, every weight
+    # the config alone, composed without running: what the run wrote
+    cfg = nas.api.search_config(space="nb201", strategy="drnas", overrides=TINY_SEARCH)
+    written = yaml.safe_load((api_dir / "config.yaml").read_text())
+    assert OmegaConf.to_container(cfg, resolve=True) == written
     assert str(run.genotype) in done.stdout
     assert len(run.epochs) == 2
     # the selected cell's benchmark accuracies, as the command printed them
@@ -134,6 +140,10 @@ def test_train_refusals(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RunError, match="unknown experiment 'nope'"):
         nas.train("DARTS_V2", experiment="nope")
+    cfg = nas.api.train_config("DARTS_V2", experiment="darts_cifar10")
+    assert cfg.genotype == "DARTS_V2" and cfg.epochs == 600  # the DARTS recipe
+    with pytest.raises(RunError, match="unknown experiment 'nope'"):
+        nas.api.train_config(experiment="nope")
     with pytest.raises(RunError, match="eval_only"):
         nas.train("DARTS_V2", overrides={"eval_only": True})
     with pytest.raises(RunError, match="one string"):
