@@ -1,4 +1,4 @@
-"""Benchmark of the NAS-Bench-201 lookup (``nas.bench.NB201``, issue 8).
+"""Benchmark of the NAS-Bench-201 lookup (``nas.bench.NB201``).
 
 Figures: time from ``import nas.bench`` to the first answer in a fresh process (targets: under
 0.5 s), time per query once loaded (under 50 us), resident memory (under 100 MB). Each fresh-

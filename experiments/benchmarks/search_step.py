@@ -9,7 +9,7 @@ architecture step plus a weight step (forward, backward, optimiser step each), a
     python experiments/benchmarks/search_step.py                 # all settings of the issue
     python experiments/benchmarks/search_step.py --only nb201-darts1 --steps 5 --warmup 2
     python experiments/benchmarks/search_step.py --only nb201-darts1 --only nb201-gdas \
-        --only nb201-rsws                                        # issue 19's speed rows
+        --only nb201-rsws                              # the sampling strategies' speed rows
 
 GDAS and RS-WS rows (and any strategy of ``WHOLE_STEP``) time ``strategy.step`` whole, in the
 "arch step" column: GDAS takes its weight step first and RS-WS has no architecture step.
@@ -73,7 +73,7 @@ SETTINGS = {
     # K=1 at C=36 / 20 cells does not fit this machine at batch 64: compare K=6 and K=1 at 16
     "s5-drnas-k6-c36-b16": ("s5", 36, 20, "drnas", 1, 6, 16, None, None),
     "s5-drnas-k1-c36-b16": ("s5", 36, 20, "drnas", 1, 1, 16, None, None),
-    # sampling strategies (issue 19): one op of each edge runs; compare with the DARTS rows above
+    # sampling strategies: one op of each edge runs; compare with the DARTS rows above
     "nb201-gdas": ("nb201", 16, 5, "gdas", 1, 1, 64, None, None),
     "nb201-rsws": ("nb201", 16, 5, "rsws", 1, 1, 64, None, None),
     "darts-gdas": ("darts", 16, 8, "gdas", 1, 1, 64, None, None),

@@ -57,7 +57,7 @@ METHODS: dict[str, list[str]] = {
     "darts+pt": ["search=darts", *PT],
     "drnas": ["search=drnas", "selection=argmax"],
     "drnas+pt": ["search=drnas", *PT],
-    # the sampling strategies (issue 19); RS-WS selects with its own selector at this scale:
+    # the sampling strategies; RS-WS selects with its own selector at this scale:
     # 100 random architectures on one batch each, the top 5 on the whole architecture split
     "gdas": ["search=gdas", "selection=argmax"],
     "gdas+pt": ["search=gdas", *PT],
