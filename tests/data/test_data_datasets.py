@@ -8,8 +8,8 @@ import torch
 
 from nas.data import DATASETS, build_dataset, dataset_info, eval_transform, train_transform
 
-# ../shared/data/README.md; CIFAR-10 training image 0 is a frog, test image 0 a cat: the first
-# ten red values of their top rows.
+# The first labels of CIFAR-10's training and test sets; training image 0 is a frog, test image 0
+# a cat: the first ten red values of their top rows.
 FIRST_TRAIN_LABELS = [6, 9, 9, 4, 1, 1, 2, 7, 8, 3]
 FIRST_TEST_LABELS = [3, 8, 8, 0, 6, 6, 1, 6, 3, 1]
 FIRST_TRAIN_RED_ROW = [59, 43, 50, 68, 98, 119, 139, 145, 149, 149]

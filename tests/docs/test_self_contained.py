@@ -11,7 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # a document's name: in capitals (ARCHITECTURE.md, the style of design notes), or a path
-# (docs/train.md, ../README.md); a lower-case bare name is a file a command writes
+# (docs/train.md, methods/darts.md in the site's nav); a lower-case bare name is a file a
+# command writes
 MD_NAME = re.compile(r"(?<![\w/.-])((?:\.\./|[\w.-]+/)+[\w.-]+\.md|[A-Z][A-Z0-9_]+\.md)\b")
 
 
@@ -44,6 +45,14 @@ def test_named_markdown_documents_exist():
             for name in MD_NAME.findall(line):
                 if name.startswith(("http", "www.")) or "*" in name:
                     continue
-                if Path(name).name not in names and not (path.parent / name).exists():
+                if "/" in name:  # a path: from the file's folder, the repository's root or docs/
+                    found = [
+                        c.resolve()
+                        for c in (path.parent / name, REPO / name, REPO / "docs" / name)
+                        if c.exists() and REPO in c.resolve().parents
+                    ]
+                else:
+                    found = [name] if name in names else []
+                if not found:
                     missing.append(f"{path.relative_to(REPO)}:{n}: {name}")
     assert not missing, "documents named but not in the repository:\n" + "\n".join(missing)
