@@ -1,5 +1,5 @@
-"""The documentation's examples run: every marked block of the getting-started and method pages
-is executed at a tiny size, so that the pages cannot drift from the code.
+"""The documentation's examples run: every marked block of the README, the getting-started and
+the method pages is executed at a tiny size, so that the pages cannot drift from the code.
 
 A block is marked by an HTML comment on the line before its fence (invisible on the site)::
 
@@ -30,7 +30,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-PAGES = sorted([DOCS / "getting-started.md", *(DOCS / "methods").glob("*.md")])
+PAGES = [REPO / "README.md", DOCS / "getting-started.md", *sorted((DOCS / "methods").glob("*.md"))]
 MARKER = re.compile(r"^<!--\s*docs-test(?P<spec>.*?)-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>\w*)")
 COMMANDS = ("nas-search", "nas-train", "nas-plot", "nas-summary", "nas-bench", "nas-export",
@@ -148,7 +148,7 @@ def test_marker_grammar():
     ]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])  # README: its quickstart
 def test_page_examples_run(page, tmp_path):
     blocks = marked_blocks(page)
     assert blocks, f"{page.relative_to(REPO)} has no docs-test block"
