@@ -1,9 +1,9 @@
 """What ``nas-search`` and ``nas-train`` share about their processes: exit codes, which process
 prints, the one-line error exit, and the run around the loop: the locked run folder, stop
 requests, a folder that cannot be written (``run_guarded``, which the Python API uses too,
-raising; ``run_in_folder``, which turns its endings into a line and an exit code). Read from torchrun's environment
-variables, so that it works before any process group exists (a config error stops every
-process the same way). Imports no torch.
+raising; ``run_in_folder``, which turns its endings into a line and an exit code). Read from
+torchrun's environment variables, so that it works before any process group exists (a config
+error stops every process the same way). Imports no torch.
 """
 
 from __future__ import annotations
