@@ -112,11 +112,7 @@ class Progress:
         stream: Any = None,
     ) -> None:
         use_bar, use_lines = _modes() if enabled else (False, False)
-        self.bar = (
-            _bar(total=total, initial=initial, desc=desc, leave=False)
-            if use_bar
-            else None
-        )
+        self.bar = _bar(total=total, initial=initial, desc=desc, leave=False) if use_bar else None
         self.lines = use_lines
         self.stream = stream
         self.total, self.done, self.desc = total, initial, desc
