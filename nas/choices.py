@@ -130,9 +130,11 @@ def genotype_tag(spec: Any) -> str:
     import hashlib
     import re
 
+    from search_spaces.families import indexed_family  # torch-free, like this module
+
     text = str(spec).strip()
-    if text.isdigit():
-        return f"nb201-{int(text)}"
+    if text.isdigit():  # a published network by number: its family's name and the number
+        return f"{indexed_family().name}-{int(text)}"
     if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", text):
         return text
     looks_like_text = text.startswith(("|", "{")) or "(" in text

@@ -1,7 +1,10 @@
 """search_spaces: WHAT is searched, the first stage of the pipeline.
 
 Operations (``ops``), spaces as data (``space``), genotypes (``genotype``), published genotypes
-(``published``), and the discrete networks genotypes compile to (``darts``, ``nb201``).
+(``published``), the discrete networks genotypes compile to (``darts``, ``nb201``), and the
+space families that the later stages ask instead of naming one (``family``: the hooks;
+``darts_family``, ``nb201_family``; the registry ``families``), with the latency layout of their
+networks (``layout``).
 This package imports only torch, so a published genotype retrains without any search code;
 genotypes, spaces and published names do not even import torch (``OPS`` and ``build_op`` load
 ``search_spaces.ops`` when first used), so parsing a genotype is instant.

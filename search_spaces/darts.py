@@ -19,25 +19,19 @@ DARTS_V2 at C=36, 20 layers, 10 classes has 3,349,342 parameters without the aux
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from search_spaces import ops  # the concatenations, read at each call (see ``Cell.after_relu``)
 from search_spaces.genotype import AnyGenotype, DartsGenotype
-from search_spaces.ops import (
-    FactorizedReduce,
-    Identity,
-    ReLUConvBN,
-    ReLUFirst,
-    build_op,
-    concat_channels,
-    concat_relu,
-)
+from search_spaces.ops import RELU_FIRST, FactorizedReduce, Identity, ReLUConvBN, build_op
 from search_spaces.published import resolve_genotype
 
-# Ops that start with a ReLU of their input (``after_relu`` skips it).
-RELU_FIRST = (ReLUFirst, FactorizedReduce)
+if TYPE_CHECKING:
+    from search_spaces.layout import Part
 
 
 def drop_path_scale(x: Tensor, drop_prob: float) -> Tensor:
@@ -145,7 +139,9 @@ class Cell(nn.Module):
                 terms.append((h, drop_path_scale(h, drop_prob) if drop else None))
             states.append(_node_sum(terms))
         nodes = [states[i] for i in self._concat]
-        return concat_relu(nodes) if relu_output else concat_channels(nodes)
+        # looked up in ``ops`` at each call, so that an exporter's traceable stand-ins
+        # (``nas.hardware.export.traceable_ops``) replace them here too
+        return ops.concat_relu(nodes) if relu_output else ops.concat_channels(nodes)
 
     def _run_op(self, j: int, states: Mapping[int, Tensor] | list[Tensor], relued: dict) -> Tensor:
         """Op ``j`` on its input state; an op that starts with a ReLU reads the state's ReLU,
@@ -173,7 +169,7 @@ class Cell(nn.Module):
             assert out is not None
             by_node[node] = drop_path(out, drop_prob) if drop_prob > 0.0 else out
         nodes = [by_node[i] for i in self._concat]
-        return concat_relu(nodes) if relu_output else concat_channels(nodes)
+        return ops.concat_relu(nodes) if relu_output else ops.concat_channels(nodes)
 
 
 class _AuxiliaryHead(nn.Module):
@@ -363,3 +359,71 @@ class NetworkImageNet(_DartsNetwork):
         s1 = self.stem1(s0)
         out, logits_aux = self._run_cells(s0, s1)
         return self.classifier(self.global_pooling(out).flatten(1)), logits_aux
+
+
+# ------------------------------------------------------------- module by module (proxies)
+
+
+def _module_cell_forward(cell: Cell, s0: Tensor, s1: Tensor) -> Tensor:
+    """A discrete cell as the reference runs it: every op applies its own ReLU module."""
+    states = [cell.preprocess0(s0), cell.preprocess1(s1)]
+    for i in range(cell._steps):
+        a, b = 2 * i, 2 * i + 1
+        states.append(
+            cell._ops[a](states[cell._indices[a]]) + cell._ops[b](states[cell._indices[b]])
+        )
+    return torch.cat([states[i] for i in cell._concat], dim=1)
+
+
+def module_features(net: nn.Module, x: Tensor) -> Tensor:
+    """The last cell's output of ``NetworkCIFAR`` / ``NetworkImageNet`` (the map the global
+    pooling reads), every module called as the reference calls it, so that forward hooks see
+    the modules the reference runs (``DartsFamily.features``: the zero-cost proxies)."""
+    assert isinstance(net, (NetworkCIFAR, NetworkImageNet))
+    if isinstance(net, NetworkImageNet):
+        s0 = net.stem0(x)
+        s1 = net.stem1(s0)
+    else:
+        s0 = s1 = net.stem(x)
+    for cell in net.cells:
+        assert isinstance(cell, Cell)
+        s0, s1 = s1, _module_cell_forward(cell, s0, s1)
+    return s1
+
+
+def module_logits(net: nn.Module, x: Tensor) -> Tensor:
+    """The logits of ``net`` from ``module_features`` (the auxiliary head left out)."""
+    assert isinstance(net, (NetworkCIFAR, NetworkImageNet))
+    logits: Tensor = net.classifier(net.global_pooling(module_features(net, x)).flatten(1))
+    return logits
+
+
+# ------------------------------------------------------------------- latency-table blocks
+
+
+class _Concat(nn.Module):
+    """``k`` feature maps of x's shape concatenated along channels (a cell's output)."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.cat([x] * self.k, dim=1)
+
+
+def layout_block(part: Part) -> nn.Module:
+    """The module one of the family's fixed latency-table blocks (``DartsFamily.blocks``)
+    measures at ``part``'s shape, as ``NetworkCIFAR`` builds it."""
+    n, ci, co = part.name, part.C_in, part.C_out
+    if n == "relu_conv1x1_bn":
+        return ReLUConvBN(ci, co, 1, 1, 0)
+    if n == "factorized_reduce":
+        return FactorizedReduce(ci, co)
+    if n == "concat":
+        if co % ci:
+            raise ValueError(f"concat part {part.key}: C_out must be a multiple of C_in")
+        return _Concat(co // ci)
+    if n == "head_darts":
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(ci, co))
+    raise ValueError(f"{n!r} is not a fixed block of the DARTS network")

@@ -13,6 +13,12 @@ First stage of the pipeline (``search_spaces``), and the contract between ``nas.
 * ``NB201Genotype`` (Dong & Yang, ICLR 2020): every node ``j`` keeps one op on each edge from
   ``i < j``; its text form is the benchmark's arch string ``|op~0|+|op~0|op~1|+|...|``.
 
+Each class answers for its family: its structure (``cell_types``, ``edges``, ``output_nodes``,
+``validate``), its drawing (``drawing``, ``node_label``, ``cell_title``, ``layout``), and its
+text and JSON forms (``text``, ``text_start``, ``from_text``, ``to_json``, ``from_json``), which
+``format_genotype``, ``parse_genotype`` and ``genotype_from_json`` ask of the classes registered
+in ``GENOTYPE_TYPES``.
+
 Parsing never evaluates user text: DARTS text is read through Python's AST, literals only.
 Every error is a one-line ``ValueError`` naming the bad element and what was allowed.
 """
@@ -276,6 +282,53 @@ class DartsGenotype:
                     "(0, 1) or a node that has inputs"
                 )
 
+    # ---- text and JSON forms (what ``format_genotype`` / ``parse_genotype`` /
+    # ``genotype_from_json`` ask each class; ``text_start`` None: the reference's text has no
+    # fixed start, so text that no other class claims is read as this class's)
+    text_start: ClassVar[str | None] = None
+    # (how the text form starts, an example): text that a shell splits at its spaces and strips
+    # of its quotes unless the whole override is quoted (nas-train's quoting hint); None: the
+    # text form passes a shell as typed
+    shell_text: ClassVar[tuple[str, str] | None] = (
+        "Genotype",
+        "Genotype(normal=[('sep_conv_3x3', 0), ...], normal_concat=range(2, 6), ...)",
+    )
+
+    def text(self) -> str:
+        """The reference text ``Genotype(normal=[...], normal_concat=..., ...)``."""
+
+        def pairs(cell_type: str) -> str:
+            if self.sparse:  # FairDARTS's triples (op, node, input)
+                edges = self.edges(cell_type)
+                return "[" + ", ".join(f"('{op}', {dst}, {src})" for op, src, dst in edges) + "]"
+            return "[" + ", ".join(f"('{op}', {i})" for op, i in self.cell(cell_type)) + "]"
+
+        r = self.concat_as_range
+        return (
+            f"Genotype(normal={pairs('normal')}, "
+            f"normal_concat={_format_concat(self.normal_concat, r)}, "
+            f"reduce={pairs('reduce')}, "
+            f"reduce_concat={_format_concat(self.reduce_concat, r)})"
+        )
+
+    @classmethod
+    def from_text(cls, text: str) -> DartsGenotype:
+        return parse_darts_genotype(text)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DartsGenotype:
+        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
+        fields = ("normal", "normal_concat", "reduce", "reduce_concat")
+        missing = [f for f in fields if f not in data]
+        if missing:
+            raise ValueError(f"malformed genotype JSON: missing field(s) {', '.join(missing)}")
+        return cls(
+            **{f: data[f] for f in fields},
+            concat_as_range=bool(data.get("concat_as_range", False)),
+            normal_nodes=data.get("normal_nodes"),
+            reduce_nodes=data.get("reduce_nodes"),
+        )
+
     def __str__(self) -> str:
         return format_genotype(self)
 
@@ -399,6 +452,25 @@ class NB201Genotype:
         it = iter(ops)
         return cls(tuple(tuple((next(it), i) for i in range(j)) for j in range(1, 4)))
 
+    # ---- text and JSON forms (see DartsGenotype): the benchmark's arch string
+    text_start: ClassVar[str | None] = "|"
+    shell_text: ClassVar[tuple[str, str] | None] = None  # passed quoted, or from a file
+
+    def text(self) -> str:
+        """The arch string ``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``."""
+        return "|" + "|+|".join("|".join(f"{op}~{i}" for op, i in n) for n in self.nodes) + "|"
+
+    @classmethod
+    def from_text(cls, text: str) -> NB201Genotype:
+        return parse_nb201_arch(text)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NB201Genotype:
+        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
+        if not isinstance(data.get("arch"), str):
+            raise ValueError('malformed genotype JSON: an nb201 genotype needs "arch": "|...|"')
+        return parse_nb201_arch(data["arch"])
+
     def __str__(self) -> str:
         return format_genotype(self)
 
@@ -449,23 +521,9 @@ def _format_concat(concat: tuple[int, ...], as_range: bool) -> str:
 
 
 def format_genotype(genotype: AnyGenotype) -> str:
-    """The reference text: ``Genotype(normal=[...], ...)`` or an NB201 arch string."""
-    if isinstance(genotype, NB201Genotype):
-        return "|" + "|+|".join("|".join(f"{op}~{i}" for op, i in n) for n in genotype.nodes) + "|"
-
-    def pairs(cell_type: str) -> str:
-        if genotype.sparse:  # FairDARTS's triples (op, node, input)
-            edges = genotype.edges(cell_type)
-            return "[" + ", ".join(f"('{op}', {dst}, {src})" for op, src, dst in edges) + "]"
-        return "[" + ", ".join(f"('{op}', {i})" for op, i in genotype.cell(cell_type)) + "]"
-
-    r = genotype.concat_as_range
-    return (
-        f"Genotype(normal={pairs('normal')}, "
-        f"normal_concat={_format_concat(genotype.normal_concat, r)}, "
-        f"reduce={pairs('reduce')}, "
-        f"reduce_concat={_format_concat(genotype.reduce_concat, r)})"
-    )
+    """The reference text: ``Genotype(normal=[...], ...)`` or an NB201 arch string (the
+    genotype class's ``text``)."""
+    return genotype.text()
 
 
 # ------------------------------------------------------------------------------------- parsing
@@ -576,24 +634,10 @@ def genotype_from_json(data: dict[str, Any] | str) -> AnyGenotype:
             data = json.loads(data)
         except json.JSONDecodeError as e:
             raise ValueError(f"malformed genotype JSON: {e.msg} at position {e.pos}") from None
-    if not isinstance(data, dict) or data.get("type") not in ("darts", "nb201"):
-        raise ValueError(
-            'malformed genotype JSON: expected an object with "type": "darts" or "nb201"'
-        )
-    if data["type"] == "nb201":
-        if not isinstance(data.get("arch"), str):
-            raise ValueError('malformed genotype JSON: an nb201 genotype needs "arch": "|...|"')
-        return parse_nb201_arch(data["arch"])
-    fields = ("normal", "normal_concat", "reduce", "reduce_concat")
-    missing = [f for f in fields if f not in data]
-    if missing:
-        raise ValueError(f"malformed genotype JSON: missing field(s) {', '.join(missing)}")
-    return DartsGenotype(
-        **{f: data[f] for f in fields},
-        concat_as_range=bool(data.get("concat_as_range", False)),
-        normal_nodes=data.get("normal_nodes"),
-        reduce_nodes=data.get("reduce_nodes"),
-    )
+    if not isinstance(data, dict) or data.get("type") not in GENOTYPE_TYPES:
+        kinds = " or ".join(f'"{family}"' for family in GENOTYPE_TYPES)
+        raise ValueError(f'malformed genotype JSON: expected an object with "type": {kinds}')
+    return GENOTYPE_TYPES[data["type"]].from_json(data)
 
 
 def parse_genotype(text: str, space: str | Space | None = None) -> AnyGenotype:
@@ -610,10 +654,11 @@ def parse_genotype(text: str, space: str | Space | None = None) -> AnyGenotype:
     genotype: AnyGenotype
     if s.startswith("{"):
         genotype = genotype_from_json(s)
-    elif s.startswith("|"):
-        genotype = parse_nb201_arch(s)
-    else:
-        genotype = parse_darts_genotype(s)
+    else:  # the class whose text starts so; else the one whose text has no fixed start
+        types = GENOTYPE_TYPES.values()
+        claimed = [g for g in types if g.text_start is not None and s.startswith(g.text_start)]
+        kind = (claimed or [g for g in types if g.text_start is None])[0]
+        genotype = kind.from_text(s)
     if space is not None:
         genotype.validate(get_space(space) if isinstance(space, str) else space)
     return genotype

@@ -20,12 +20,16 @@ import csv
 from array import array
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
 from search_spaces.genotype import AnyGenotype, NB201Genotype, parse_nb201_arch
 from search_spaces.ops import NB201_OPS, ReLUConvBN, build_op
 from search_spaces.space import DATA_DIR
+
+if TYPE_CHECKING:
+    from search_spaces.layout import Part
 
 NUM_ARCHS = 5**6
 INDEX_FILE = DATA_DIR / "nb201_archs.bin"
@@ -201,6 +205,34 @@ def nb201_genotype(arch: AnyGenotype | str | int) -> NB201Genotype:
     raise ValueError(f"expected an NB201 arch string, index or genotype, got {arch}")
 
 
+def tiny_features(net: nn.Module, x: Tensor) -> Tensor:
+    """The map ``TinyNetwork``'s global pooling reads: the last cell's output through the final
+    BN and ReLU (``NB201Family.features``: the zero-cost proxies)."""
+    assert isinstance(net, TinyNetwork)
+    f = net.stem(x)
+    for cell in net.cells:
+        f = cell(f)
+    out: Tensor = net.lastact(f)
+    return out
+
+
+def layout_block(part: Part) -> nn.Module:
+    """The module one of the family's fixed latency-table blocks (``NB201Family.blocks``)
+    measures at ``part``'s shape, as ``TinyNetwork`` builds it."""
+    n, ci, co = part.name, part.C_in, part.C_out
+    if n == "resblock":
+        return ResNetBasicblock(ci, co, part.stride, True)
+    if n == "head_nb201":
+        return nn.Sequential(
+            nn.BatchNorm2d(ci),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(ci, co),
+        )
+    raise ValueError(f"{n!r} is not a fixed block of the NB201 network")
+
+
 __all__ = [
     "NUM_ARCHS",
     "InferCell",
@@ -208,6 +240,8 @@ __all__ = [
     "TinyNetwork",
     "arch_to_index",
     "index_to_arch",
+    "layout_block",
     "nb201_genotype",
+    "tiny_features",
     "write_index_table",
 ]

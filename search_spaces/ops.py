@@ -399,6 +399,10 @@ OPS: dict[str, OpFactory] = {
 }
 assert tuple(OPS) == OP_NAMES, "search_spaces.op_names.OP_NAMES must list OPS in its order"
 
+# Ops that start with a ReLU of their input (``after_relu`` skips it): a cell computes a state's
+# ReLU once for all of them (discrete cells and supernet edges alike).
+RELU_FIRST = (ReLUFirst, FactorizedReduce)
+
 
 def build_op(
     name: str,

@@ -44,13 +44,16 @@ class CellSpace:
 
     Nodes ``0 .. num_input_nodes-1`` are inputs; every later node sums its incoming edges.
     ``inputs_per_node`` is how many incoming edges a discrete cell keeps per node (2 in DARTS,
-    all of them in NB201, where it is ``None``).
+    all of them in NB201, where it is ``None``). ``reduction``: cells of this type halve the
+    resolution (their edges from the cell inputs have stride 2) and double the channels, as
+    DARTS's reduction cells.
     """
 
     num_input_nodes: int
     num_nodes: int
     edges: tuple[Edge, ...]
     inputs_per_node: int | None
+    reduction: bool = False
 
     def __post_init__(self) -> None:
         counts = {len(e.ops) for e in self.edges}
@@ -123,10 +126,12 @@ def _darts_edges(ops_per_edge: list[tuple[str, ...]]) -> tuple[Edge, ...]:
 
 
 def _darts_like(name: str, normal: list[tuple[str, ...]], reduce: list[tuple[str, ...]]) -> Space:
-    def cell(ops: list[tuple[str, ...]]) -> CellSpace:
-        return CellSpace(num_input_nodes=2, num_nodes=6, edges=_darts_edges(ops), inputs_per_node=2)
+    def cell(ops: list[tuple[str, ...]], reduction: bool) -> CellSpace:
+        edges = _darts_edges(ops)
+        return CellSpace(2, num_nodes=6, edges=edges, inputs_per_node=2, reduction=reduction)
 
-    return Space(name=name, family="darts", cells={"normal": cell(normal), "reduce": cell(reduce)})
+    cells = {"normal": cell(normal, False), "reduce": cell(reduce, True)}
+    return Space(name=name, family="darts", cells=cells)
 
 
 def _nb201() -> Space:

@@ -158,10 +158,12 @@ def _config(group: str, name: str) -> Path:
     return config_dir() / group / f"{name}.yaml"
 
 
-def test_a_new_config_group_is_a_new_folder(tmp_path, capsys):
+def test_a_new_config_group_is_a_new_folder(tmp_path, capsys, monkeypatch):
     """nas-search's command-line check takes its groups from the config folders: a group in a
     folder of one's own (like issue 23's cost/) is checked with no edit of the toolkit."""
+    from nas.cli.config_check import CommandLineError
     from nas.cli.search import GROUPS, check_config, search_groups
+    from nas.cli.search import main as search_main
 
     assert {"space", "search", "selection", "data", "experiment", "cost"} <= set(GROUPS)
     assert "train" not in GROUPS and "hydra" not in GROUPS
@@ -171,9 +173,13 @@ def test_a_new_config_group_is_a_new_folder(tmp_path, capsys):
     argv = [f"hydra.searchpath=[file://{configs}]", "space=nb201"]
     assert "widgets" in search_groups(argv) and "widgets" not in GROUPS
     check_config([*argv, "+widgets=gear"])  # a known name: accepted (and composed)
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(CommandLineError) as bad:
         check_config([*argv, "+widgets=sprocket"])
+    assert str(bad.value) == "unknown widgets 'sprocket'; expected one of gear"
+    # and nas-search says so in one line, exit code 2, before Hydra or torch run
+    monkeypatch.setattr(sys, "argv", ["nas-search", *argv, "+widgets=sprocket"])
+    with pytest.raises(SystemExit) as stop:
+        search_main()
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "nas-search: error: unknown widgets 'sprocket'; expected one of gear"

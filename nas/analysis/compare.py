@@ -17,6 +17,8 @@ import numpy as np
 from nas.analysis.plots import argmax_shares, mean_op_weight
 from nas.analysis.run import RunData
 from nas.analysis.style import new_figure
+from nas.bench import SEARCH_LOG_PREFIX
+from search_spaces.families import FAMILIES
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,9 +33,10 @@ def weight_entropy(weights_TEO: np.ndarray) -> np.ndarray:
 
 
 def main_cell_type(run: RunData) -> str | None:
-    """The cell type a collapse shows in: ``normal`` (DARTS-style) or ``cell`` (NB201)."""
+    """The cell type a collapse shows in: a family's main cell type (``Family.cell_types``:
+    ``normal`` in DARTS-style spaces, ``cell`` in NB201), else the first logged."""
     weights = run.arch_weights
-    for ct in ("normal", "cell"):
+    for ct in (f.cell_types[0] for f in FAMILIES.values()):
         if ct in weights:
             return ct
     return next(iter(weights), None)
@@ -135,7 +138,10 @@ def plot_search_curves(
 
 
 def plot_nb201_search(
-    runs: Sequence[RunData], *, key: str = "nb201/cifar10/test", title: str | None = None
+    runs: Sequence[RunData],
+    *,
+    key: str = f"{SEARCH_LOG_PREFIX}cifar10/test",
+    title: str | None = None,
 ) -> Figure:
     """NB201 accuracy of each run's argmax cell over the epochs (NB201 runs only)."""
     fig = new_figure(7.0, 3.6)

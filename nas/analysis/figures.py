@@ -37,7 +37,8 @@ from nas.analysis.plots import (
 )
 from nas.analysis.run import RunData, load_run
 from nas.analysis.style import save_figure
-from search_spaces.genotype import AnyGenotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype, family_of_cell_types
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,7 +47,9 @@ FIGURES_DIR = "figures"
 
 
 def cell_figure_name(cell_type: str) -> str:
-    return "cell.png" if cell_type == "cell" else f"cell_{cell_type}.png"
+    """``cell_<type>.png``, or ``cell.png`` for the only cell type of its family (NB201's)."""
+    family = family_of(family_of_cell_types([cell_type]))
+    return "cell.png" if family.cell_types == (cell_type,) else f"cell_{cell_type}.png"
 
 
 def write_cell_figures(

@@ -41,9 +41,10 @@ from nas.analysis.style import (
     space_family,
     suptitle,
 )
-from nas.bench import NB201, SEARCH_LOG_KEYS, search_log_entry
+from nas.bench import NB201, SEARCH_LOG_KEYS, SEARCH_LOG_PREFIX, is_benchmark_cell, search_log_entry
 from nas.bench.search_log import default_bench
-from search_spaces.genotype import AnyGenotype, NB201Genotype, genotype_type, is_genotype
+from search_spaces.families import first_family
+from search_spaces.genotype import AnyGenotype, genotype_type, is_genotype
 from search_spaces.space import CellSpace, Space
 
 if TYPE_CHECKING:
@@ -189,15 +190,18 @@ def plot_weight_trajectories(
     family: str | None = None,
     epochs: Sequence[int] | None = None,
     genotype: AnyGenotype | None = None,
-    cell_type: str = "normal",
+    cell_type: str | None = None,
     title: str | None = None,
 ) -> Figure:
     """One panel per edge (row: the node it feeds, column: its input), one line per op; the
     panels share their axes (the weights' range, so that small moves stay visible).
-    ``family``: the space family (None: the one whose cells have ``cell_type``)."""
+    ``cell_type``: the weights' cell type (None: the main one of the first family, DARTS's
+    normal cell); ``family``: the space family (None: the one whose cells have
+    ``cell_type``)."""
     from matplotlib.lines import Line2D  # optional, heavy: on first use
     from matplotlib.ticker import MaxNLocator  # optional, heavy: on first use
 
+    cell_type = cell_type or first_family().cell_types[0]
     family = family or space_family(None, (cell_type,))
     w = np.asarray(weights_TEO, dtype=float)
     if w.ndim != 3:
@@ -285,10 +289,12 @@ def plot_weight_trajectories(
 
 
 def argmax_shares(
-    weights_TEO: np.ndarray, cell: CellSpace | None, *, family: str = "darts"
+    weights_TEO: np.ndarray, cell: CellSpace | None, *, family: str | None = None
 ) -> dict[str, np.ndarray]:
     """Op -> fraction of edges whose strongest op it is, per epoch (DARTS-style spaces skip
-    ``none``, as the genotype derivation does)."""
+    ``none``, as the genotype derivation does). ``family``: the space family (None: the
+    first, DARTS)."""
+    family = family or first_family().name
     w = np.asarray(weights_TEO, dtype=float)
     if not _cell_fits(cell, w.shape):
         cell = None
@@ -557,17 +563,17 @@ def plot_nb201_accuracy(
     series: dict[str, tuple[list[int], list[float]]] = {}
     for e in epochs:
         for key, value in e.items():
-            if key.startswith("nb201/") and isinstance(value, (int, float)):
+            if key.startswith(SEARCH_LOG_PREFIX) and isinstance(value, (int, float)):
                 xs, ys = series.setdefault(key, ([], []))
                 xs.append(int(e["epoch"]) + 1)
                 ys.append(float(value))
     if not series:
-        raise ValueError("the epochs hold no nb201/<dataset>/<split> accuracies")
+        raise ValueError(f"the epochs hold no {SEARCH_LOG_PREFIX}<dataset>/<split> accuracies")
     final: dict[str, float] = {}
     best: dict[str, float] = {}
     try:
         bench: NB201 = default_bench()
-        if isinstance(selected, NB201Genotype):
+        if is_benchmark_cell(selected):
             final = search_log_entry(selected, bench=bench)
         for key, (dataset, split) in SEARCH_LOG_KEYS.items():
             if key in series:
@@ -579,7 +585,7 @@ def plot_nb201_accuracy(
     last = max(max(xs) for xs, _ in series.values())
     for ax, (key, label) in zip(axes, NB201_PANELS):
         for split, style in (("valid", "-o"), ("test", "-s")):
-            name = f"nb201/{key}/{split}"
+            name = f"{SEARCH_LOG_PREFIX}{key}/{split}"
             if name not in series:
                 continue
             xs, ys = series[name]

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from nas.bench import SEARCH_LOG_PREFIX
 from nas.choices import target_name
 from search_spaces.genotype import (
     AnyGenotype,
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from nas.search.base import SearchStrategy
     from nas.selection.base import Selector
 
-NB201_KEY_PREFIX = "nb201/"
+NB201_KEY_PREFIX = SEARCH_LOG_PREFIX  # the benchmark accuracies a search logs
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

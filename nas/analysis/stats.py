@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nas.analysis.style import new_figure, op_color
-from nas.bench import NUM_CELLS
+from nas.bench import NUM_CELLS, is_benchmark_cell
 from nas.bench.search_log import default_bench
-from search_spaces.genotype import AnyGenotype, NB201Genotype
+from search_spaces.genotype import AnyGenotype
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -133,7 +133,7 @@ def param_count(
 
     paper_C, paper_layers = family_of(genotype).paper_size
     C, layers = C or paper_C, layers or paper_layers
-    if isinstance(genotype, NB201Genotype) and (C, layers, num_classes) == (16, 5, 10):
+    if is_benchmark_cell(genotype) and (C, layers, num_classes) == (16, 5, 10):
         try:
             return int(default_bench().params(genotype, dataset="cifar10"))
         except (ValueError, OSError):  # no benchmark at hand: count the network
@@ -159,7 +159,7 @@ def nb201_accuracies(dataset: str = "cifar10", split: str = "test") -> np.ndarra
 def nb201_position(genotype: AnyGenotype) -> dict[str, Any]:
     """An NB201 cell's benchmark index and, per dataset (test split), its accuracy, rank among
     the 15,625 cells (1 = best) and percentile (100 = best)."""
-    if not isinstance(genotype, NB201Genotype):
+    if not is_benchmark_cell(genotype):
         raise ValueError("NB201 positions exist only for NB201 genotypes")
     bench = default_bench()
     out: dict[str, Any] = {"index": bench.index(genotype)}
@@ -186,7 +186,7 @@ def plot_nb201_distribution(
     bench = default_bench()
     colors = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
     for k, (label, g) in enumerate(genotypes.items()):
-        if not isinstance(g, NB201Genotype):
+        if not is_benchmark_cell(g):
             continue
         acc = bench.query(g, dataset=dataset, split=split)
         pct = bench.percentile(g, dataset=dataset, split=split)

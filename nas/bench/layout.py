@@ -12,6 +12,7 @@ from pathlib import Path
 from nas.bench.container import Container
 
 EMBEDDED_FILE = Path(__file__).resolve().parent / "embedded" / "nb201.nbt"
+BENCHMARK_SPACE = "nb201"  # the search space whose cells the benchmark trained
 NUM_CELLS = 15625
 DATASETS = ("cifar10-valid", "cifar10", "cifar100", "ImageNet16-120")
 HPS = ("200", "12")

@@ -45,7 +45,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, TypeGuard, Union
 
 from nas.bench.container import MAGIC, Container
 from nas.bench.layout import (
@@ -64,6 +64,14 @@ if TYPE_CHECKING:
     import numpy as np
 
     Arch = Union[str, int, NB201Genotype]  # noqa: UP007 (read by the type checker only)
+
+
+def is_benchmark_cell(genotype: object) -> TypeGuard[NB201Genotype]:
+    """Whether the benchmark holds ``genotype``: a cell of its space (every ``NB201Genotype``
+    is one of its 15,625 cells); a genotype of another space has no entry. What the search
+    run, the analysis and ``nas-plot`` ask before a lookup."""
+    return isinstance(genotype, NB201Genotype)
+
 
 _DATASET_BY_LOWER = {d.lower(): d for d in DATASETS}
 _ACC_KINDS = ("acc", "seed_acc", "curve_acc", "curve_loss")

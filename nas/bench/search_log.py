@@ -17,13 +17,14 @@ from nas.bench.nb201 import NB201
 if TYPE_CHECKING:
     from nas.bench.nb201 import Arch
 
+SEARCH_LOG_PREFIX = "nb201/"  # every key the search logs from the benchmark starts so
 SEARCH_LOG_KEYS: dict[str, tuple[str, str]] = {
-    "nb201/cifar10/valid": ("cifar10-valid", "x-valid"),
-    "nb201/cifar10/test": ("cifar10", "ori-test"),
-    "nb201/cifar100/valid": ("cifar100", "x-valid"),
-    "nb201/cifar100/test": ("cifar100", "x-test"),
-    "nb201/ImageNet16-120/valid": ("ImageNet16-120", "x-valid"),
-    "nb201/ImageNet16-120/test": ("ImageNet16-120", "x-test"),
+    f"{SEARCH_LOG_PREFIX}cifar10/valid": ("cifar10-valid", "x-valid"),
+    f"{SEARCH_LOG_PREFIX}cifar10/test": ("cifar10", "ori-test"),
+    f"{SEARCH_LOG_PREFIX}cifar100/valid": ("cifar100", "x-valid"),
+    f"{SEARCH_LOG_PREFIX}cifar100/test": ("cifar100", "x-test"),
+    f"{SEARCH_LOG_PREFIX}ImageNet16-120/valid": ("ImageNet16-120", "x-valid"),
+    f"{SEARCH_LOG_PREFIX}ImageNet16-120/test": ("ImageNet16-120", "x-test"),
 }
 
 
@@ -47,7 +48,8 @@ def format_result_line(genotype: Arch, *, bench: NB201 | None = None) -> str:
     b = default_bench() if bench is None else bench
     e = search_log_entry(genotype, bench=b)
     groups = [
-        f"{label} valid {e[f'nb201/{key}/valid']:.2f} test {e[f'nb201/{key}/test']:.2f}"
+        f"{label} valid {e[f'{SEARCH_LOG_PREFIX}{key}/valid']:.2f} "
+        f"test {e[f'{SEARCH_LOG_PREFIX}{key}/test']:.2f}"
         for label, key in (
             ("CIFAR-10", "cifar10"),
             ("CIFAR-100", "cifar100"),

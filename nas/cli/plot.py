@@ -24,6 +24,7 @@ from nas.analysis.figures import write_cell_figures, write_run_figures
 from nas.analysis.run import genotype_from_record, is_run_dir
 from nas.cli.errors import error_line, report
 from nas.run.disk import check_output_folder
+from search_spaces.families import indexed_family
 from search_spaces.genotype import AnyGenotype
 from search_spaces.published import resolve_genotype
 
@@ -34,8 +35,6 @@ def _fail(message: str) -> int:
 
 def _genotype(spec: str) -> AnyGenotype:
     """A genotype from a genotype.json, a published name, genotype text or an NB201 index."""
-    from search_spaces.nb201 import index_to_arch  # imports torch: only for an NB201 index
-
     path = Path(spec).expanduser()
     if path.suffix == ".json" or path.is_file():
         if not path.is_file():
@@ -55,8 +54,8 @@ def _genotype(spec: str) -> AnyGenotype:
             "(Genotype(normal=[('sep_conv_3x3', 0), ...], ...)) or an NB201 arch string "
             "(|nor_conv_3x3~0|+|...|)"
         )
-    if text.isdigit():
-        return resolve_genotype(index_to_arch(int(text)))
+    if text.isdigit():  # a published network by number (its index table imports torch)
+        return indexed_family().indexed_genotype(int(text))
     return resolve_genotype(text)
 
 
@@ -75,13 +74,15 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
     import yaml
 
     from nas.analysis.run import plugin_class
-    from nas.bench.nb201 import NB201
+    from nas.bench import BENCHMARK_SPACE, NB201, NUM_CELLS
     from nas.hardware.cost import CostModel
     from nas.hardware.pareto import FoundCell, nb201_costs, plot_nb201_front
     from nas.hardware.table import load_table
     from nas.hardware.validate import measure_network
     from nas.selection.base import Selector
-    from search_spaces.nb201 import NUM_ARCHS, arch_to_index, nb201_genotype
+    from search_spaces.families import family_of
+    from search_spaces.genotype import parse_genotype
+    from search_spaces.space import get_space
 
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder; expected a folder of nas-search runs")
@@ -93,7 +94,8 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
     model = CostModel.from_table(table, "latency")
     cost = nb201_costs(model)
     bench = NB201()
-    acc = np.array([bench.query(i, dataset="cifar10", split="test") for i in range(NUM_ARCHS)])
+    acc = np.array([bench.query(i, dataset="cifar10", split="test") for i in range(NUM_CELLS)])
+    family = family_of(get_space(BENCHMARK_SPACE))  # the benchmark's cells, by their index
     if args.measure and isinstance(table.environment.get("threads"), int):
         import torch
 
@@ -102,9 +104,9 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
     for gfile in sorted(root.rglob("genotype.json")):
         run = gfile.parent
         record = json.loads(gfile.read_text())
-        if record.get("space") != "nb201" or "arch" not in record:
+        if record.get("space") != BENCHMARK_SPACE or "arch" not in record:
             continue
-        i = arch_to_index(record["arch"])
+        i = family.index_of(parse_genotype(record["arch"]))
         target = None
         cfg_file = run / "config.yaml"
         if cfg_file.is_file():
@@ -120,7 +122,7 @@ def _pareto(root: Path, args: argparse.Namespace) -> int:
             target = budget or (cost_cfg.get("target") if cost_cfg else None)
         measured = None
         if args.measure:
-            measured = measure_network(table, nb201_genotype(i)).median_ms
+            measured = measure_network(table, family.indexed_genotype(i)).median_ms
         found.append(
             FoundCell(i, None if target is None else float(target), float(cost[i]),
                       float(acc[i]), measured, str(run.relative_to(root)))

@@ -147,9 +147,11 @@ def report(out: Path, names: list[str] | None = None, *, plots: bool = True) -> 
 def run(args: argparse.Namespace) -> int:
     import torch  # torch: after the command line parsed (fast --help and errors)
 
+    from nas.bench import BENCHMARK_SPACE
     from nas.proxies import get_proxy, proxy_inputs, score_many
     from nas.proxies.correlation import sample_cells
-    from search_spaces.nb201 import TinyNetwork, index_to_arch
+    from search_spaces.families import family_of
+    from search_spaces.space import get_space
 
     names = [n.strip() for n in args.proxies.split(",") if n.strip()]
     for n in names:
@@ -182,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
         done = {int(r["index"]) for r in kept}
         # a line torn by a kill would run into the next row appended: keep the whole rows only
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+    # the benchmark's cells, numbered by their family, each in the paper's network (C=16, N=5)
+    family = family_of(get_space(BENCHMARK_SPACE))
+    C, N = family.paper_size
     inputs = proxy_inputs(names, seed=args.seed, batch_size=args.batch_size)
     options = {"zen": {"repeat": args.zen_repeat}}
     start = time.perf_counter()
@@ -192,14 +197,15 @@ def run(args: argparse.Namespace) -> int:
         for k, index in enumerate(todo):
             t0 = time.perf_counter()
             torch.manual_seed(args.seed * 100_003 + index)  # the cell's initialisation
-            net = TinyNetwork(16, 5, index, 10)
+            genotype = family.indexed_genotype(index)
+            net, _ = family.network(genotype, C=C, layers=N, num_classes=10)
             seconds: dict[str, float] = {}
             scores = score_many(
                 net, names, inputs, seed=args.seed, timings=seconds, options=options
             )
             row = {
                 "index": index,
-                "arch": index_to_arch(index),
+                "arch": str(genotype),
                 "scores": scores,
                 "seconds": seconds,
                 "seconds_total": time.perf_counter() - t0,

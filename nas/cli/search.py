@@ -24,13 +24,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from nas.bench import format_result_line
+from nas.bench import format_result_line, is_benchmark_cell
 from nas.choices import plugin_name
 from nas.cli.config_check import CommandLineError, check_command_line
 from nas.cli.configs import config_dir, config_groups, options, user_folders
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_guarded, run_in_folder
 from nas.run.config import validate_search_config
-from search_spaces.genotype import NB201Genotype
 
 if TYPE_CHECKING:
     from nas.pipeline.search import SearchResult
@@ -115,7 +114,7 @@ def _search(cfg: DictConfig) -> None:
 
 
 def _bench_line(genotype: object) -> str | None:
-    if not isinstance(genotype, NB201Genotype):
+    if not is_benchmark_cell(genotype):
         return None
     line: str = format_result_line(genotype)
     return line

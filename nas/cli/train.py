@@ -45,6 +45,7 @@ from nas.cli.configs import (
 from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_guarded, run_in_folder
 from nas.run.config import validate_train_config
 from nas.run.folder import remove_new_empty_dirs
+from search_spaces.genotype import GENOTYPE_TYPES
 
 if TYPE_CHECKING:
     from nas.train.loop import TrainResult
@@ -58,11 +59,13 @@ SHARED_GROUPS = ("data", "hydra/launcher")
 _USER_GROUP = {"data": "data", "experiment": "train/experiment"}
 # characters of genotype text that Hydra's override grammar would misread unquoted
 _HYDRA_SPECIAL = set("|{}()[],'\" =:$\\")
-SHELL_QUOTING = (
-    'quote the whole override for the shell, e.g. nas-train "genotype=Genotype(normal='
-    "[('sep_conv_3x3', 0), ...], normal_concat=range(2, 6), ...)\" (double quotes outside, "
-    "the reference's single quotes inside)"
-)
+
+
+def _shell_quoting(example: str) -> str:
+    return (
+        f'quote the whole override for the shell, e.g. nas-train "genotype={example}" (double '
+        "quotes outside, the reference's single quotes inside)"
+    )
 
 
 def _fail(message: str) -> NoReturn:
@@ -101,20 +104,25 @@ def hydra_quote(value: str) -> str:
 
 
 def check_genotype_quoting(argv: list[str]) -> None:
-    """One line saying how to quote when the shell mangled pasted ``Genotype(...)`` text: split
-    at its spaces (unbalanced brackets) or stripped of the op names' quotes."""
+    """One line saying how to quote when the shell mangled pasted genotype text whose form holds
+    spaces and quotes (a genotype class's ``shell_text``, as ``Genotype(...)``): split at its
+    spaces (unbalanced brackets) or stripped of the op names' quotes."""
+    forms = [g.shell_text for g in GENOTYPE_TYPES.values() if g.shell_text is not None]
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if not (sep and key.lstrip("+") == "genotype" and value.startswith("Genotype")):
+        form = next((f for f in forms if value.startswith(f[0])), None)
+        if not (sep and key.lstrip("+") == "genotype" and form):
             continue
+        start, example = form
         if value.count("(") != value.count(")") or value.count("[") != value.count("]"):
             raise CommandLineError(
-                f"genotype= holds only the start of the Genotype text ({value!r}): the shell "
-                f"split it at its spaces; {SHELL_QUOTING}"
+                f"genotype= holds only the start of the {start} text ({value!r}): the shell "
+                f"split it at its spaces; {_shell_quoting(example)}"
             )
         if "'" not in value and '"' not in value:
             raise CommandLineError(
-                f"the op names in genotype= lost their quotes to the shell; {SHELL_QUOTING}"
+                f"the op names in genotype= lost their quotes to the shell; "
+                f"{_shell_quoting(example)}"
             )
 
 

@@ -29,7 +29,6 @@ from torch import Tensor, nn
 
 from nas.run.checkpoint import LOAD_ERRORS
 from nas.train.model import build_network, logits_of, resolve_train_genotype
-from search_spaces import darts as darts_mod
 from search_spaces import ops as ops_mod
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype
@@ -78,10 +77,8 @@ def build_for_export(
         genotype,
         num_classes=num_classes,
         image_size=image_size,
-        darts_C=C,
-        darts_layers=layers,
-        nb201_C=C,
-        nb201_N=layers,
+        C=C,
+        layers=layers,
         auxiliary=False,
     )
     if weights is not None:
@@ -126,7 +123,8 @@ def _load_weights(net: nn.Module, weights: str) -> None:
 
 @contextmanager
 def traceable_ops() -> Iterator[None]:
-    """Swap the custom autograd Functions of ``search_spaces`` for plain tensor code."""
+    """Swap the custom autograd Functions of ``search_spaces`` for plain tensor code (the
+    networks read them from ``search_spaces.ops`` at each call)."""
 
     def concat_channels(xs: list[Tensor]) -> Tensor:
         return torch.cat(xs, dim=1)
@@ -141,14 +139,12 @@ def traceable_ops() -> Iterator[None]:
 
     saved = [
         (ops_mod, "concat_channels", ops_mod.concat_channels),
+        (ops_mod, "concat_relu", ops_mod.concat_relu),
         (ops_mod, "_EvenOddPixels", ops_mod._EvenOddPixels),
-        (darts_mod, "concat_channels", darts_mod.concat_channels),
-        (darts_mod, "concat_relu", darts_mod.concat_relu),
     ]
     ops_mod.concat_channels = concat_channels
+    ops_mod.concat_relu = concat_relu
     ops_mod._EvenOddPixels = EvenOddPixels  # type: ignore[assignment,misc]
-    darts_mod.concat_channels = concat_channels
-    darts_mod.concat_relu = concat_relu
     try:
         yield
     finally:

@@ -14,20 +14,29 @@ from pathlib import Path
 
 import numpy as np
 
+from nas.bench import BENCHMARK_SPACE, NUM_CELLS
 from nas.hardware.cost import CostModel
-from search_spaces.nb201 import NUM_ARCHS, index_to_arch
-from search_spaces.op_names import NB201_OPS
+from search_spaces.families import family_of
+from search_spaces.space import get_space
 
 
 def nb201_costs(model: CostModel) -> np.ndarray:
-    """The table cost of every NB201 cell, indexed by benchmark index."""
-    if model.space != "nb201":
-        raise ValueError(f"expected an nb201 table, got one of {model.space}")
-    per_op = model.per_op["cell"].numpy()
-    out = np.empty(NUM_ARCHS)
-    for i in range(NUM_ARCHS):
-        ops = [part.split("~")[0] for part in index_to_arch(i).replace("+", "").split("|") if part]
-        out[i] = model.fixed + sum(per_op[e, NB201_OPS.index(op)] for e, op in enumerate(ops))
+    """The table cost of every NB201 cell, indexed by benchmark index (the cells of the
+    benchmark's space, numbered by its family: ``Family.indexed_genotype``)."""
+    if model.space != BENCHMARK_SPACE:
+        raise ValueError(f"expected an {BENCHMARK_SPACE} table, got one of {model.space}")
+    space = get_space(model.space)
+    family = family_of(space)
+    per_op = {ct: t.numpy() for ct, t in model.per_op.items()}
+    out = np.empty(NUM_CELLS)
+    for i in range(NUM_CELLS):
+        genotype = family.indexed_genotype(i)
+        chosen = [  # (cell type, edge, op) of every kept edge, in the genotype's edge order
+            (ct, space.cells[ct].edge(src, dst), op)
+            for ct in genotype.cell_types
+            for op, src, dst in genotype.edges(ct)
+        ]
+        out[i] = model.fixed + sum(per_op[ct][e.index, e.ops.index(op)] for ct, e, op in chosen)
     return out
 
 

@@ -27,8 +27,7 @@ from nas.hardware.profiler import Timing, time_module
 from nas.hardware.table import LatencyTable, now_iso
 from nas.proxies.correlation import kendall, spearman
 from search_spaces.families import family_of
-from search_spaces.genotype import AnyGenotype, DartsGenotype
-from search_spaces.nb201 import NUM_ARCHS, nb201_genotype
+from search_spaces.genotype import AnyGenotype
 from search_spaces.space import get_space
 
 
@@ -82,30 +81,14 @@ def fit_correction(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, 
 
 
 def random_genotypes(space: str, n: int, seed: int = 0) -> list[AnyGenotype]:
-    """A seeded sample of ``n`` discrete cells of ``space``: NB201 benchmark cells drawn without
-    replacement; DARTS-family genotypes with two distinct input edges per node and a
-    non-``none`` op on each (as the space's discrete cells have)."""
+    """A seeded sample of ``n`` discrete cells of ``space``, drawn by its family
+    (``Family.random_genotypes``: NB201 benchmark cells without replacement; DARTS-family
+    genotypes with two distinct input edges per node and a non-``none`` op on each, as the
+    space's discrete cells have)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"expected a sample of at least 2 networks, got {n!r}")
     sp = get_space(space)
-    rng = random.Random(seed)
-    if family_of(sp).name == "nb201":
-        return [nb201_genotype(i) for i in rng.sample(range(NUM_ARCHS), n)]
-    out: list[AnyGenotype] = []
-    for _ in range(n):
-        cells = {}
-        for ct, cell in sp.cells.items():
-            assert cell.inputs_per_node is not None
-            pairs = []
-            for node in cell.intermediate_nodes:
-                for e in rng.sample(list(cell.edges_into(node)), cell.inputs_per_node):
-                    pairs.append((rng.choice([o for o in e.ops if o != "none"]), e.src))
-            cells[ct] = tuple(pairs)
-        concat = tuple(range(2, 2 + len(sp.cells["normal"].intermediate_nodes)))
-        out.append(
-            DartsGenotype(cells["normal"], concat, cells["reduce"], concat, concat_as_range=True)
-        )
-    return out
+    return family_of(sp).random_genotypes(sp, n, random.Random(seed))
 
 
 def measure_network(

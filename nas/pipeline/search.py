@@ -47,7 +47,7 @@ from omegaconf import DictConfig
 
 from nas import distributed as D
 from nas.analysis import write_run_figures
-from nas.bench import search_log_entry
+from nas.bench import is_benchmark_cell, search_log_entry
 from nas.choices import plugin_name
 from nas.data import dataset_info
 from nas.pipeline.resume import check_resumable, from_run
@@ -77,8 +77,8 @@ from nas.search.base import Batch, SearchContext, SearchStrategy, Shards
 from nas.search.data import epoch_loader, epoch_sampler, search_data, start_epoch
 from nas.selection.base import Selector, derived_genotype
 from nas.supernet import Supernet, build_supernet, compile_supernet
-from search_spaces.genotype import AnyGenotype, NB201Genotype
-from search_spaces.nb201 import arch_to_index
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
 
 __all__ = ["Preempted", "SearchError", "SearchResult", "SearchRun", "run_search"]
 
@@ -664,9 +664,10 @@ class SearchRun(Run):
                 "strategy": plugin_name(self.cfg, "search"),
                 "world_size": self.env.world_size,
             }
-            if isinstance(genotype, NB201Genotype):
+            family = family_of(genotype)
+            if family.num_indexed:  # a published network by number: its text and its index
                 record["arch"] = str(genotype)
-                record["index"] = arch_to_index(genotype)
+                record["index"] = family.index_of(genotype)
             atomic_write_text(self.run_dir / "genotype.json", json.dumps(record, indent=2) + "\n")
         return genotype
 
@@ -680,7 +681,7 @@ def _selection_source(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
 
 def nb201_accuracies(genotype: AnyGenotype) -> dict[str, float]:
     """The NB201 benchmark's accuracies of an NB201 cell (nothing for other spaces)."""
-    if not isinstance(genotype, NB201Genotype):
+    if not is_benchmark_cell(genotype):
         return {}
     entry: dict[str, float] = search_log_entry(genotype)
     return entry

@@ -16,9 +16,11 @@ module and docs/proxies.md):
 A proxy scores a ``Scorable``: a discrete network of our spaces (``TinyNetwork``,
 ``NetworkCIFAR`` / ``NetworkImageNet``), a supernet with given architecture weights
 (``Scorable(supernet, weights)``), or any module that maps images to logits. ``Scorable``
-knows how to get logits and the pre-global-pooling feature map of each, and runs them with
-every conv as a module call (``FactorizedReduce``'s fast path convolves with functions, which
-hooks would miss), so the hooks of fisher, naswot and flops see the layers the reference sees.
+gets the logits and the pre-global-pooling feature map of each from its space family
+(``Family.reference_logits``, ``Family.features``) or supernet (``Supernet.features``), and runs
+them with every conv as a module call (``FactorizedReduce``'s fast path convolves with
+functions, which hooks would miss), so the hooks of fisher, naswot and flops see the layers the
+reference sees.
 Proxies never leave gradients, BN statistics or changed weights behind on the network they
 score (gradients come from ``torch.autograd.grad``; proxies that rewrite weights work on a copy).
 """
@@ -41,9 +43,7 @@ from torch.nn import functional as F
 from nas.registry import Registry
 from nas.supernet import Supernet
 from nas.supernet.mixed_op import MixedOp
-from nas.supernet.network import DartsSupernet, NB201Supernet
-from search_spaces.darts import Cell, NetworkCIFAR, NetworkImageNet
-from search_spaces.nb201 import TinyNetwork
+from search_spaces.families import family_of_network
 from search_spaces.ops import FactorizedReduce
 
 
@@ -165,29 +165,6 @@ def module_calls(module: nn.Module) -> Iterator[None]:
             net.zero_weight_ops_run = True
 
 
-def _cell_forward(cell: Cell, s0: Tensor, s1: Tensor) -> Tensor:
-    """A discrete DARTS cell as the reference runs it: every op applies its own ReLU module."""
-    states = [cell.preprocess0(s0), cell.preprocess1(s1)]
-    for i in range(cell._steps):
-        a, b = 2 * i, 2 * i + 1
-        states.append(
-            cell._ops[a](states[cell._indices[a]]) + cell._ops[b](states[cell._indices[b]])
-        )
-    return torch.cat([states[i] for i in cell._concat], dim=1)
-
-
-def _darts_features(net: NetworkCIFAR | NetworkImageNet, x: Tensor) -> Tensor:
-    if isinstance(net, NetworkImageNet):
-        s0 = net.stem0(x)
-        s1 = net.stem1(s0)
-    else:
-        s0 = s1 = net.stem(x)
-    for cell in net.cells:
-        assert isinstance(cell, Cell)
-        s0, s1 = s1, _cell_forward(cell, s0, s1)
-    return s1
-
-
 class Scorable:
     """A network to score: logits and the pre-global-pooling map of any network of our spaces.
 
@@ -238,12 +215,11 @@ class Scorable:
         """The network's logits [N, classes] for images ``x``."""
         net = self.net
         with module_calls(net):
+            family = None if self.is_supernet else family_of_network(net)
             if self.is_supernet:
                 out = net(x, self._weights_like(x))
-            elif isinstance(net, TinyNetwork):
-                out = net(x)[1]
-            elif isinstance(net, (NetworkCIFAR, NetworkImageNet)):
-                out = net.classifier(net.global_pooling(_darts_features(net, x)).flatten(1))
+            elif family is not None:  # a discrete network of a space family
+                out = family.reference_logits(net, x)
             else:
                 out = net(x)
         if not isinstance(out, Tensor):
@@ -254,27 +230,22 @@ class Scorable:
         return out
 
     def has_features(self) -> bool:
-        return isinstance(
-            self.net, (TinyNetwork, NetworkCIFAR, NetworkImageNet, NB201Supernet, DartsSupernet)
-        )
+        """Whether the network has a pre-pooling map: a discrete network of a space family, or
+        a supernet that implements ``Supernet.features``."""
+        if isinstance(self.net, Supernet):
+            return type(self.net).features is not Supernet.features
+        return family_of_network(self.net) is not None
 
     def features(self, x: Tensor) -> Tensor:
         """The feature map before global average pooling (Zen-NAS's ``forward_pre_GAP``)."""
         net = self.net
-        with module_calls(net):
-            if isinstance(net, TinyNetwork):
-                f = net.stem(x)
-                for cell in net.cells:
-                    f = cell(f)
-                return net.lastact(f)
-            if isinstance(net, (NetworkCIFAR, NetworkImageNet)):
-                return _darts_features(net, x)
-            if isinstance(net, NB201Supernet):
-                w = self._weights_like(x)
-                return net.lastact(net._run_cells(net.stem(x), w, range(len(net.cells))))
-            if isinstance(net, DartsSupernet):
-                last = net.run_prefix(x, self._weights_like(x), len(net.cells))[1]
-                return net.head_input(last)
+        if self.has_features():
+            with module_calls(net):
+                if isinstance(net, Supernet):
+                    return net.features(x, self._weights_like(x))
+                family = family_of_network(net)
+                assert family is not None
+                return family.features(net, x)
         raise ProxyError(
             f"no pre-pooling feature map for a {self.kind}: zen scores a TinyNetwork, "
             "NetworkCIFAR / NetworkImageNet or a supernet"

@@ -16,6 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from search_spaces.families import FAMILIES
+
 SCHEDULES = ("cosine", "step", "linear")
 STAGE_LRS = ("cosine", "reference")  # nas.run.schedules.search_lr_factor
 ARCH_BATCHES = ("sequential", "random")  # nas.pipeline.search.SearchRun._arch_batches
@@ -227,10 +229,8 @@ def validate_train_config(cfg: DictConfig, error: type[Exception] = ValueError) 
         "epochs",
         "batch_size",
         "log_every",
-        "model.darts.C",
-        "model.darts.layers",
-        "model.nb201.C",
-        "model.nb201.N",
+        # the size section of each space family's networks: model.<family>.C, .<layers word>
+        *(f"model.{f.name}.{key}" for f in FAMILIES.values() for key in f.size_keys),
         "eval.every",
         "optimizer.decay_period",
     ):

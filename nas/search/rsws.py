@@ -35,7 +35,8 @@ from torch import Tensor, nn
 from nas.search.base import Batch, SearchContext, Shards
 from nas.search.sampling import SamplingStrategy
 from nas.supernet import ArchWeights, Supernet
-from search_spaces.genotype import AnyGenotype, DartsGenotype, NB201Genotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
 from search_spaces.space import Space
 
 # cell type -> the picked (edge index, op index) pairs, in node order
@@ -75,18 +76,11 @@ def arch_weights_of(arch: Arch, shapes: dict[str, tuple[int, int]], device: Any)
 def genotype_of(space: Space, arch: Arch) -> AnyGenotype:
     """The genotype of a sampled architecture (``none`` kept where it was drawn, as the
     reference's discrete architectures)."""
-    if not space.selects_inputs:
-        cell = space.cells["cell"]
-        by_edge = dict(arch["cell"])
-        return NB201Genotype.from_ops([e.ops[by_edge[e.index]] for e in cell.edges])
-    cells = {}
-    for ct in ("normal", "reduce"):
-        edges = space.cells[ct].edges
-        cells[ct] = tuple((edges[e].ops[k], edges[e].src) for e, k in arch[ct])
-    concat = tuple(range(2, 2 + len(space.cells["normal"].intermediate_nodes)))
-    genotype = DartsGenotype(cells["normal"], concat, cells["reduce"], concat, concat_as_range=True)
-    genotype.validate(space)
-    return genotype
+    edges = {}
+    for ct, picks in arch.items():
+        cell_edges = space.cells[ct].edges
+        edges[ct] = [(cell_edges[e].ops[k], cell_edges[e].src, cell_edges[e].dst) for e, k in picks]
+    return family_of(space).genotype(space, edges)
 
 
 class RSWS(SamplingStrategy):

@@ -262,10 +262,9 @@ class SNAS(SamplingStrategy):
             for h in hooks:
                 h.remove()
         costs: dict[str, list[Tensor]] = {ct: [] for ct in supernet.space.cells}
-        for cell in supernet.cells:
-            ct = getattr(cell, "cell_type", "cell")
+        for cell, ct in zip(supernet.cells, supernet.cell_types):
             mixed = [m for m in cell.modules() if isinstance(m, MixedOp)]
-            if not mixed:
+            if ct is None or not mixed:
                 continue  # NB201's residual reduction blocks have no candidates
             rows = []
             for m in mixed:
@@ -296,7 +295,7 @@ class SNAS(SamplingStrategy):
                     size, flops, mac = expect.unbind(-1)
                     per_edge = 0.43 * (2 * size + flops / 4000 + mac / 100)
                 per_type = per_type + per_edge.sum()
-            scale = self.reduce_ratio if ct == "reduce" else 1.0
+            scale = self.reduce_ratio if self.supernet.space.cells[ct].reduction else 1.0
             total = total + scale * per_type / len(cells)
         assert isinstance(total, Tensor)
         return total

@@ -18,7 +18,8 @@ import torch
 
 from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype
-from search_spaces.genotype import AnyGenotype, DartsGenotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
 from search_spaces.space import CellSpace
 
 
@@ -63,15 +64,11 @@ class GDASTopK(Selector):
         masks = {ct: supernet.op_mask(ct) for ct in weights}
         if not space.selects_inputs:
             return derive_genotype(space, weights, masks)
-        cells = {}
-        for ct in ("normal", "reduce"):
-            cell = space.cells[ct]
-            assert cell.inputs_per_node is not None
-            cells[ct] = tuple(top_pairs(cell, weights[ct], masks[ct], cell.inputs_per_node))
-        steps = len(space.cells["normal"].intermediate_nodes)
-        concat = tuple(range(2, 2 + steps))
-        genotype = DartsGenotype(
-            cells["normal"], concat, cells["reduce"], concat, concat_as_range=True
-        )
-        genotype.validate(space)
-        return genotype
+        edges = {}
+        for ct, cell in space.cells.items():
+            k = cell.inputs_per_node
+            assert k is not None
+            pairs = top_pairs(cell, weights[ct], masks[ct], k)
+            nodes = [node for node in cell.intermediate_nodes for _ in range(k)]
+            edges[ct] = [(op, src, dst) for (op, src), dst in zip(pairs, nodes)]
+        return family_of(space).genotype(space, edges)

@@ -26,7 +26,8 @@ from torch import Tensor
 
 from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype
-from search_spaces.genotype import AnyGenotype, DartsGenotype
+from search_spaces.families import family_of
+from search_spaces.genotype import AnyGenotype
 from search_spaces.space import CellSpace
 
 
@@ -84,10 +85,8 @@ class Threshold(Selector):
         if not space.selects_inputs:
             return derive_genotype(space, weights, masks)
         cells: dict[str, list[tuple[str, int, int]]] = {}
-        for ct in ("normal", "reduce"):
-            cells[ct] = threshold_cell(
-                space.cells[ct], weights[ct], masks[ct], self.threshold, self.top
-            )
+        for ct, cell in space.cells.items():
+            cells[ct] = threshold_cell(cell, weights[ct], masks[ct], self.threshold, self.top)
             if not cells[ct]:
                 strongest = float(weights[ct].masked_fill(~masks[ct], float("-inf")).max())
                 raise ValueError(
@@ -95,16 +94,6 @@ class Threshold(Selector):
                     f"{self.threshold} (strongest weight {strongest:.3f}); lower "
                     "selection.threshold or search longer"
                 )
-        steps = len(space.cells["normal"].intermediate_nodes)
-        concat = tuple(range(2, 2 + steps))
-        genotype = DartsGenotype(
-            tuple((op, src) for op, _, src in cells["normal"]),
-            concat,
-            tuple((op, src) for op, _, src in cells["reduce"]),
-            concat,
-            concat_as_range=True,
-            normal_nodes=tuple(node for _, node, _ in cells["normal"]),
-            reduce_nodes=tuple(node for _, node, _ in cells["reduce"]),
-        )
-        genotype.validate(space)
-        return genotype
+        # the kept (op, src, dst) of each cell: nodes keep 0-2 inputs (a sparse genotype)
+        edges = {ct: [(op, src, node) for op, node, src in t] for ct, t in cells.items()}
+        return family_of(space).genotype(space, edges, sparse=True)

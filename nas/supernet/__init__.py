@@ -1,14 +1,15 @@
-"""nas.supernet: mixed operations and supernets built from a search space."""
+"""nas.supernet: mixed operations and supernets built from a search space.
+
+``network`` holds what every supernet shares and the registry ``build_supernet`` reads; each
+space family's supernet is a module of its own (``darts``, ``nb201``) that registers itself
+when imported here.
+"""
 
 from nas.supernet.compiled import compile_supernet
+from nas.supernet.darts import DartsSupernet
 from nas.supernet.mixed_op import MixedOp, channel_shuffle
-from nas.supernet.network import (
-    ArchWeights,
-    DartsSupernet,
-    NB201Supernet,
-    Supernet,
-    build_supernet,
-)
+from nas.supernet.nb201 import NB201Supernet
+from nas.supernet.network import ArchWeights, Supernet, build_supernet
 
 __all__ = [
     "ArchWeights",

@@ -41,8 +41,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from search_spaces.darts import RELU_FIRST  # ops where ``op.after_relu(relu(x)) == op(x)``
-from search_spaces.ops import build_op
+# RELU_FIRST: the ops where ``op.after_relu(relu(x)) == op(x)``
+from search_spaces.ops import RELU_FIRST, build_op
 
 
 def _dot(a: Tensor, b: Tensor) -> Tensor:

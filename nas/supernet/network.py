@@ -4,33 +4,25 @@ Second stage of the pipeline (``nas.supernet``), built from a ``search_spaces.Sp
 knowing nothing about search strategies: ``forward(x, weights)`` takes the mixing weights of
 each cell type (``ArchWeights``: cell type -> ``weights_EO`` = [edges, ops]).
 
-* ``DartsSupernet``: the search network of DARTS (Liu et al., ICLR 2019, ``model_search.py``):
-  stem Conv3x3(3 -> 3C) + BN (``stem="imagenet"``: PC-DARTS / DrNAS's three stride-2 convs
-  3 -> 3C/2 -> 3C -> 3C), ``layers`` cells with reductions at ``layers // 3`` and
-  ``2 * layers // 3``, each cell's 4 nodes summing mixed ops over all earlier states, output =
-  concat of the 4 nodes; BN without affine parameters throughout the cells, and a BN after each
-  pool. At C=16, 8 layers, 10 classes: 1,930,618 parameters, as the reference. Two options give
-  the layout of GDAS's DARTS-space search network (AutoDL ``search_model_gdas_nasnet.py``):
-  ``lastact`` (BN + ReLU before the global pooling, its ``lastact``) and ``pool_bn=False`` (no
-  BN after the pools, as its ``POOLING`` op); the defaults (``lastact=False``,
-  ``pool_bn=True``) are DARTS's layout.
-* ``NB201Supernet``: the NAS-Bench-201 search network (Dong & Yang, ICLR 2020): the
-  ``TinyNetwork`` layout with searchable cells (BN without affine parameters that tracks
-  running statistics, ``affine=False, track_running_stats=True`` as the search models of
-  DARTS-PT and DrNAS, so eval mode normalises with them; no BN after pools) and ResNet-block
-  reductions.
+This module is what every supernet shares: the ``Supernet`` interface (op masks, partial
+channels, the prefix / suffix forwards DARTS-PT needs, ``cell_types`` and ``features``), the
+ReLU a cell computes once per state, and the registry of each space family's supernet
+(``SUPERNETS``, which ``build_supernet`` reads). A family's supernet is a module of its own
+that registers itself (``nas.supernet.darts``: DARTS's search network for the DARTS-style
+spaces; ``nas.supernet.nb201``: NAS-Bench-201's); ``nas.supernet`` imports them all.
 
 Edge normalisation (PC-DARTS, H2): ``edge_weights``, None unless a search component sets it,
 returns a weight per edge and cell type each forward; an edge's whole output (bypassed partial
 channels included) is scaled by it before its node sums.
 
-Both also carry per-edge op masks (a buffer per cell type; masked ops never run) and partial
-channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive learning uses.
+Every supernet also carries per-edge op masks (a buffer per cell type; masked ops never run)
+and partial channels (``partial_channels`` = K, see ``mixed_op``), which DrNAS's progressive
+learning uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -38,9 +30,7 @@ from torch import Tensor, nn
 
 from nas.supernet.mixed_op import MixedOp
 from nas.supernet.widen import widen_mixed_op
-from search_spaces.nb201 import ResNetBasicblock
-from search_spaces.ops import FactorizedReduce, ReLUConvBN
-from search_spaces.space import CellSpace, Space, get_space
+from search_spaces.space import Space, get_space
 
 ArchWeights = dict[str, Tensor]  # cell type -> weights_EO [num_edges, num_ops]
 
@@ -176,6 +166,17 @@ class Supernet(nn.Module):
         """Cells ``start ..`` and the classifier, from a state of ``run_prefix``."""
         raise NotImplementedError
 
+    @property
+    def cell_types(self) -> Sequence[str | None]:
+        """The cell type of every module of ``cells``, in order (None: a fixed block with no
+        candidates, e.g. NB201's residual reductions)."""
+        raise NotImplementedError
+
+    def features(self, x: Tensor, weights: ArchWeights) -> Tensor:
+        """The map the global pooling reads (Zen-NAS's ``forward_pre_GAP``; the zero-cost
+        proxies), at architecture weights ``weights``."""
+        raise NotImplementedError
+
 
 class SharedReLU:
     """The ReLU of each state of one cell forward, taken on first use (``MixedOp``'s
@@ -195,7 +196,7 @@ class SharedReLU:
         return r
 
 
-def _add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tensor | None:
+def add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tensor | None:
     """``node + scale * out`` (either may be None: nothing there yet / an edge with no op)."""
     if out is None:
         return node
@@ -203,365 +204,11 @@ def _add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tenso
     return scaled if node is None else node + scaled
 
 
-class DartsSearchCell(nn.Module):
-    """A supernet cell of a DARTS-style space (4 nodes, 14 mixed edges)."""
-
-    def __init__(
-        self,
-        cell: CellSpace,
-        C_prev_prev: int,
-        C_prev: int,
-        C: int,
-        reduction: bool,
-        reduction_prev: bool,
-        partial_channels: int,
-        bn_after_pool: bool = True,
-    ) -> None:
-        super().__init__()
-        self.reduction = reduction
-        self.cell_type = "reduce" if reduction else "normal"
-        if reduction_prev:
-            self.preprocess0: nn.Module = FactorizedReduce(C_prev_prev, C, affine=False)
-        else:
-            self.preprocess0 = ReLUConvBN(C_prev_prev, C, 1, 1, 0, affine=False)
-        self.preprocess1 = ReLUConvBN(C_prev, C, 1, 1, 0, affine=False)
-        self.num_input_nodes = cell.num_input_nodes
-        self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
-        self.edge_src = [e.src for e in cell.edges]
-        self.ops = nn.ModuleList(
-            MixedOp(
-                C,
-                2 if reduction and e.src < cell.num_input_nodes else 1,
-                e.ops,
-                partial_channels=partial_channels,
-                bn_after_pool=bn_after_pool,
-            )
-            for e in cell.edges
-        )
-        self.multiplier = len(self.edges_into)
-
-    def forward(
-        self,
-        s0: Tensor,
-        s1: Tensor,
-        weights_EO: Tensor,
-        active: list[list[bool]],
-        edge_weights_E: Tensor | None = None,
-    ) -> Tensor:
-        states = [self.preprocess0(s0), self.preprocess1(s1)]
-        relu = SharedReLU(states)
-        w_E = weights_EO.unbind(0)
-        for edges in self.edges_into:
-            node: Tensor | None = None
-            for e in edges:
-                src, op = self.edge_src[e], self.ops[e]
-                r = relu.of(op, src, active[e])
-                if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = op(states[src], w_E[e], active[e], None, r)
-                    node = _add_scaled(node, out, edge_weights_E[e])
-                    continue
-                node = op(states[src], w_E[e], active[e], node, r)
-            if node is None:  # every op into this node is off: the node is zero
-                ref = states[1] if not self.reduction else states[1][:, :, ::2, ::2]
-                node = torch.zeros_like(ref)
-            states.append(node)
-        return torch.cat(states[self.num_input_nodes :], dim=1)
-
-
-class DartsSupernet(Supernet):
-    """The DARTS search network for a DARTS-style space (darts, s1..s5)."""
-
-    family = "darts"
-
-    def __init__(
-        self,
-        *,
-        space: Space | str = "darts",
-        C: int = 16,
-        layers: int = 8,
-        num_classes: int = 10,
-        partial_channels: int = 1,
-        stem_multiplier: int = 3,
-        stem: str = "cifar",
-        lastact: bool = False,
-        pool_bn: bool = True,
-    ) -> None:
-        super().__init__()
-        self.space = get_space(space) if isinstance(space, str) else space
-        if stem not in ("cifar", "imagenet"):
-            raise ValueError(f"stem must be 'cifar' or 'imagenet', got {stem!r}")
-        for key, value in (("lastact", lastact), ("pool_bn", pool_bn)):
-            if not isinstance(value, bool):
-                raise ValueError(f"space.{key} must be true or false, got {value!r}")
-        if self.space.family != self.family:
-            raise ValueError(f"DartsSupernet needs a DARTS-style space, got {self.space.name!r}")
-        if layers < 3:
-            raise ValueError(f"layers must be at least 3 (two reduction cells), got {layers}")
-        if C < 1 or num_classes < 1:
-            raise ValueError(f"C and num_classes must be positive, got C={C}, {num_classes}")
-        self.C, self.layers, self.num_classes = C, layers, num_classes
-        self.stem_kind = stem
-        if stem == "cifar":
-            C_curr = stem_multiplier * C
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, C_curr, 3, padding=1, bias=False), nn.BatchNorm2d(C_curr)
-            )
-            C_prev_prev, C_prev, C_curr = C_curr, C_curr, C
-            reduction_prev = False
-        else:  # PC-DARTS / DrNAS ImageNet search: three stride-2 convs take 224 to 28, at
-            # stem_multiplier x C channels (DrNAS model_search_imagenet.py: C_curr = 3C, so
-            # 3 -> 72 -> 144 -> 144 at C=48)
-            C_stem = stem_multiplier * C
-            self.stem0 = nn.Sequential(
-                nn.Conv2d(3, C_stem // 2, 3, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(C_stem // 2),
-                nn.ReLU(inplace=True),
-                nn.Conv2d(C_stem // 2, C_stem, 3, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(C_stem),
-            )
-            self.stem1 = nn.Sequential(
-                nn.ReLU(inplace=True),
-                nn.Conv2d(C_stem, C_stem, 3, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(C_stem),
-            )
-            C_prev_prev, C_prev, C_curr = C_stem, C_stem, C
-            reduction_prev = True
-        self.cells = nn.ModuleList()
-        for i in range(layers):
-            reduction = i in (layers // 3, 2 * layers // 3)
-            if reduction:
-                C_curr *= 2
-            cell = DartsSearchCell(
-                self.space.cells["reduce" if reduction else "normal"],
-                C_prev_prev,
-                C_prev,
-                C_curr,
-                reduction,
-                reduction_prev,
-                partial_channels,
-                bn_after_pool=pool_bn,
-            )
-            reduction_prev = reduction
-            self.cells.append(cell)
-            C_prev_prev, C_prev = C_prev, cell.multiplier * C_curr
-        # GDAS's search network: BN + ReLU on the last cell's output before the pooling (AutoDL
-        # search_model_gdas_nasnet.py:77,192); DARTS pools the last cell directly (None)
-        self.lastact: nn.Module | None = None
-        if lastact:
-            self.lastact = nn.Sequential(nn.BatchNorm2d(C_prev), nn.ReLU(inplace=True))
-        self.global_pooling = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(C_prev, num_classes)
-        self._init_masks()
-
-    @property
-    def cell_types(self) -> list[str]:
-        """The cell type of every cell, in order."""
-        return ["reduce" if c.reduction else "normal" for c in self.cells]
-
-    def first_cell_of(self, cell_type: str) -> int:
-        return self.cell_types.index(cell_type)
-
-    def _run_cells(
-        self, s0: Tensor, s1: Tensor, weights: ArchWeights, cells: range
-    ) -> tuple[Tensor, Tensor]:
-        types = {self.cell_types[i] for i in cells}
-        active = self.active_ops({ct: weights[ct] for ct in types})
-        edge_w = self.current_edge_weights() if len(cells) else None
-        for i in cells:
-            ct = self.cell_types[i]
-            ew = None if edge_w is None else edge_w[ct]
-            s0, s1 = s1, self.cells[i](s0, s1, weights[ct], active[ct], ew)
-        return s0, s1
-
-    def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> tuple[Tensor, Tensor]:
-        if self.stem_kind == "cifar":
-            s0 = s1 = self.stem(x)
-        else:
-            s0 = self.stem0(x)
-            s1 = self.stem1(s0)
-        return self._run_cells(s0, s1, weights, range(stop))
-
-    def run_suffix(self, state: tuple[Tensor, Tensor], weights: ArchWeights, start: int) -> Tensor:
-        s0, s1 = self._run_cells(state[0], state[1], weights, range(start, len(self.cells)))
-        return self.classifier(self.global_pooling(self.head_input(s1)).flatten(1))
-
-    def head_input(self, last: Tensor) -> Tensor:
-        """The map the global pooling reads: the last cell's output, through ``lastact`` if
-        the supernet has one."""
-        return last if self.lastact is None else self.lastact(last)
-
-
-class NB201SearchCell(nn.Module):
-    """A searchable NAS-Bench-201 cell: node j sums the mixed ops of edges from all i < j."""
-
-    def __init__(
-        self, cell: CellSpace, C: int, partial_channels: int, track_running_stats: bool
-    ) -> None:
-        super().__init__()
-        self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
-        self.edge_src = [e.src for e in cell.edges]
-        self.ops = nn.ModuleList(
-            MixedOp(
-                C,
-                1,
-                e.ops,
-                partial_channels=partial_channels,
-                bn_after_pool=False,
-                track_running_stats=track_running_stats,
-            )
-            for e in cell.edges
-        )
-
-    def forward(
-        self,
-        x: Tensor,
-        weights_EO: Tensor,
-        active: list[list[bool]],
-        edge_weights_E: Tensor | None = None,
-    ) -> Tensor:
-        nodes = [x]
-        relu = SharedReLU(nodes)
-        w_E = weights_EO.unbind(0)
-        for edges in self.edges_into:
-            node: Tensor | None = None
-            for e in edges:
-                src, op = self.edge_src[e], self.ops[e]
-                r = relu.of(op, src, active[e])
-                if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = op(nodes[src], w_E[e], active[e], None, r)
-                    node = _add_scaled(node, out, edge_weights_E[e])
-                    continue
-                node = op(nodes[src], w_E[e], active[e], node, r)
-            nodes.append(torch.zeros_like(x) if node is None else node)
-        return nodes[-1]
-
-
-class NB201Supernet(Supernet):
-    """The NAS-Bench-201 search network: C, 2C, 4C stages of N searchable cells."""
-
-    family = "nb201"
-
-    def __init__(
-        self,
-        *,
-        space: Space | str = "nb201",
-        C: int = 16,
-        N: int = 5,
-        num_classes: int = 10,
-        partial_channels: int = 1,
-        track_running_stats: bool = True,
-    ) -> None:
-        super().__init__()
-        self.space = get_space(space) if isinstance(space, str) else space
-        if self.space.family != self.family:
-            raise ValueError(f"NB201Supernet needs the nb201 space, got {self.space.name!r}")
-        if C < 1 or N < 1 or num_classes < 1:
-            raise ValueError(f"C, N and num_classes must be positive, got {C}, {N}, {num_classes}")
-        self.C, self.N, self.num_classes = C, N, num_classes
-        self.stem = nn.Sequential(nn.Conv2d(3, C, 3, padding=1, bias=False), nn.BatchNorm2d(C))
-        channels = [C] * N + [2 * C] + [2 * C] * N + [4 * C] + [4 * C] * N
-        reductions = [False] * N + [True] + [False] * N + [True] + [False] * N
-        self.cells = nn.ModuleList()
-        C_prev = C
-        cell_space = self.space.cells["cell"]
-        for C_curr, reduction in zip(channels, reductions):
-            if reduction:
-                self.cells.append(ResNetBasicblock(C_prev, C_curr, 2, True))
-            else:
-                self.cells.append(
-                    NB201SearchCell(cell_space, C_curr, partial_channels, track_running_stats)
-                )
-            C_prev = C_curr
-        self.lastact = nn.Sequential(nn.BatchNorm2d(C_prev), nn.ReLU(inplace=True))
-        self.global_pooling = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(C_prev, num_classes)
-        self._init_masks()
-
-    def first_cell_of(self, cell_type: str) -> int:
-        return 0
-
-    def _run_cells(self, feature: Tensor, weights: ArchWeights, cells: range) -> Tensor:
-        if not len(cells):
-            return feature
-        active = self.active_ops(weights)["cell"]
-        w = weights["cell"]
-        edge_w = self.current_edge_weights()
-        ew = None if edge_w is None else edge_w["cell"]
-        for i in cells:
-            cell = self.cells[i]
-            if isinstance(cell, NB201SearchCell):
-                feature = cell(feature, w, active, ew)
-            else:
-                feature = cell(feature)
-        return feature
-
-    def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> Tensor:
-        return self._run_cells(self.stem(x), weights, range(stop))
-
-    def run_suffix(self, state: Tensor, weights: ArchWeights, start: int) -> Tensor:
-        feature = self._run_cells(state, weights, range(start, len(self.cells)))
-        return self.classifier(self.global_pooling(self.lastact(feature)).flatten(1))
-
-
-def _darts_supernet(
-    space: Space,
-    *,
-    C: int,
-    layers: int,
-    num_classes: int,
-    partial_channels: int,
-    track_running_stats: bool,
-    stem: str,
-    lastact: bool | None,
-    pool_bn: bool | None,
-) -> Supernet:
-    return DartsSupernet(
-        space=space,
-        C=C,
-        layers=layers,
-        num_classes=num_classes,
-        partial_channels=partial_channels,
-        stem=stem,
-        lastact=False if lastact is None else lastact,
-        pool_bn=True if pool_bn is None else pool_bn,
-    )
-
-
-def _nb201_supernet(
-    space: Space,
-    *,
-    C: int,
-    layers: int,
-    num_classes: int,
-    partial_channels: int,
-    track_running_stats: bool,
-    stem: str,
-    lastact: bool | None,
-    pool_bn: bool | None,
-) -> Supernet:
-    given = [k for k, v in (("lastact", lastact), ("pool_bn", pool_bn)) if v is not None]
-    if given:
-        raise ValueError(
-            f"space.{given[0]} is an option of the DARTS-style supernet; the {space.name} "
-            "supernet always has BN + ReLU before the pooling and no BN after pools: remove it"
-        )
-    return NB201Supernet(
-        space=space,
-        C=C,
-        N=layers,
-        num_classes=num_classes,
-        partial_channels=partial_channels,
-        track_running_stats=track_running_stats,
-    )
-
-
-# Space family -> its supernet (search_spaces.families holds the rest of a family's behaviour;
-# the supernet is this stage's, so a new family adds its builder here; a layout option it does
-# not have, given as anything but None, is refused in one line).
-SUPERNETS: dict[str, Callable[..., Supernet]] = {
-    "darts": _darts_supernet,
-    "nb201": _nb201_supernet,
-}
+# Space family -> its supernet's builder (search_spaces.families holds the rest of a family's
+# behaviour; the supernet is this stage's). Each family's supernet module registers its own
+# (nas.supernet imports them all); a builder takes build_supernet's arguments, and refuses in one
+# line a layout option its supernet does not have, given as anything but None.
+SUPERNETS: dict[str, Callable[..., Supernet]] = {}
 
 
 def build_supernet(
@@ -576,10 +223,11 @@ def build_supernet(
     lastact: bool | None = None,
     pool_bn: bool | None = None,
 ) -> Supernet:
-    """The supernet of ``space`` (``layers`` = cells for DARTS spaces, N for NB201;
-    ``track_running_stats`` applies to the NB201 cells, whose reference BN tracks them).
-    ``lastact`` / ``pool_bn`` (``space.lastact`` / ``space.pool_bn``): the DARTS-style
-    supernet's BN + ReLU before the pooling and BN after pools; None = the family's layout."""
+    """The supernet of ``space``, by its family (``SUPERNETS``): ``layers`` = cells for DARTS
+    spaces, N for NB201; ``track_running_stats`` applies to the NB201 cells, whose reference BN
+    tracks them. ``lastact`` / ``pool_bn`` (``space.lastact`` / ``space.pool_bn``): the
+    DARTS-style supernet's BN + ReLU before the pooling and BN after pools; None = the family's
+    layout."""
     s = get_space(space)
     return SUPERNETS[s.family](
         s,

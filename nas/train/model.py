@@ -1,8 +1,9 @@
 """From a genotype reference to the network that retrains it.
 
 Retraining stage (``nas.train``), the hand-off from search: ``resolve_train_genotype`` accepts
-everything a user has at hand after a search or from a paper, and ``build_network`` picks the
-network family the genotype and the data call for:
+everything a user has at hand after a search or from a paper, and ``build_network`` asks the
+genotype's space family (``search_spaces.families``) for the network the genotype and the data
+call for:
 
 * a DARTS-space genotype -> ``NetworkCIFAR`` (DARTS, Liu et al., ICLR 2019) for 32x32 data, or
   ``NetworkImageNet`` (the mobile setting) for ImageNet;
@@ -22,9 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from search_spaces.families import FAMILY_OF_NETWORK, NetworkSpec, family_of
+from search_spaces.families import FAMILY_OF_NETWORK, NetworkSpec, family_of, indexed_family
 from search_spaces.genotype import AnyGenotype, genotype_from_json
-from search_spaces.nb201 import NUM_ARCHS, index_to_arch
 from search_spaces.published import resolve_genotype
 
 __all__ = [
@@ -63,11 +63,15 @@ def resolve_train_genotype(spec: Any) -> AnyGenotype:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"genotype must be {GENOTYPE_FORMS}; got {spec!r}")
     text = spec.strip()
-    if text.isdigit():
+    if text.isdigit():  # a published network by number (NB201: the benchmark's index)
         index = int(text)
-        if not 0 <= index < NUM_ARCHS:
-            raise ValueError(f"NB201 index {index} is out of range; expected 0..{NUM_ARCHS - 1}")
-        return resolve_genotype(index_to_arch(index))
+        family = indexed_family()
+        if not 0 <= index < family.num_indexed:
+            raise ValueError(
+                f"{family.title} index {index} is out of range; expected "
+                f"0..{family.num_indexed - 1}"
+            )
+        return family.indexed_genotype(index)
     looks_like_text = text.startswith(("|", "{")) or "(" in text
     path = Path(text).expanduser()
     if not looks_like_text and (path.exists() or "/" in text or text.endswith(".json")):
@@ -96,22 +100,18 @@ def build_network(
     *,
     num_classes: int,
     image_size: int,
-    darts_C: int,
-    darts_layers: int,
-    nb201_C: int,
-    nb201_N: int,
+    C: int,
+    layers: int,
     auxiliary: bool,
 ) -> tuple[nn.Module, NetworkSpec]:
-    """The discrete network of ``genotype`` for data of ``image_size`` and ``num_classes``.
+    """The discrete network of ``genotype`` for data of ``image_size`` and ``num_classes``, at
+    ``C`` channels and ``layers`` cells (the family's size word: DARTS cells, NB201 cells per
+    stage N).
 
     ImageNet-sized data (``image_size > 64``) gets ``NetworkImageNet``; an NB201 cell
     ``TinyNetwork`` (which has no auxiliary head: ``auxiliary`` is ignored there).
     """
-    family = family_of(genotype)
-    # the model config's size section of each family (model.darts, model.nb201)
-    sizes = {"darts": (darts_C, darts_layers), "nb201": (nb201_C, nb201_N)}
-    C, layers = sizes[family.name]
-    return family.network(
+    return family_of(genotype).network(
         genotype,
         C=C,
         layers=layers,
@@ -131,15 +131,16 @@ def network_from_config(
     config, not a branch here."""
     family = family_of(genotype)
     section = model.get(family.name) if hasattr(model, "get") else None
-    if section is None or "C" not in section or family.layers_word not in section:
+    width, cells = family.size_keys
+    if section is None or width not in section or cells not in section:
         raise ValueError(
             f"the model config has no size for {family.name} networks; expected "
-            f"model.{family.name}.C and model.{family.name}.{family.layers_word}"
+            f"model.{family.name}.{width} and model.{family.name}.{cells}"
         )
     return family.network(
         genotype,
-        C=int(section["C"]),
-        layers=int(section[family.layers_word]),
+        C=int(section[width]),
+        layers=int(section[cells]),
         num_classes=num_classes,
         image_size=image_size,
         auxiliary=bool(model.auxiliary),

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from nas.supernet import build_supernet
-from nas.supernet.network import DartsSupernet
+from nas.supernet.darts import DartsSupernet
 
 # our op names -> the reference's DARTS_SPACE names (cell_operations.py:96-105)
 REF_NAMES = {

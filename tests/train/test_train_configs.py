@@ -8,21 +8,17 @@ from nas.cli.train import compose_config, group_options
 from nas.data import dataset_info
 from nas.run.schedules import train_lr_factor
 from nas.train.loop import validate_config
-from nas.train.model import build_network, resolve_train_genotype
+from nas.train.model import network_from_config, resolve_train_genotype
 
 
 def _network(cfg):
+    """The network at the size of its family's section of the model config (model.<family>)."""
     info = dataset_info(str(cfg.data.name))
-    m = cfg.model
-    return build_network(
+    return network_from_config(
         resolve_train_genotype(cfg.genotype),
+        cfg.model,
         num_classes=int(info["num_classes"]),
         image_size=int(info["image_size"]),
-        darts_C=m.darts.C,
-        darts_layers=m.darts.layers,
-        nb201_C=m.nb201.C,
-        nb201_N=m.nb201.N,
-        auxiliary=m.auxiliary,
     )
 
 

@@ -133,8 +133,7 @@ def test_ema_follows_the_weights():
 
 
 def test_unused_parameters_of_a_cut_off_nb201_cell():
-    kwargs = dict(num_classes=10, image_size=32, darts_C=4, darts_layers=3, nb201_C=4, nb201_N=1,
-                  auxiliary=True)  # fmt: skip
+    kwargs = dict(num_classes=10, image_size=32, C=4, layers=1, auxiliary=True)
     net, spec = build_network(resolve_train_genotype(ARCH), **kwargs)
     assert spec.family == "TinyNetwork" and not spec.auxiliary
     assert unused_parameters(net, spec, torch.device("cpu")) == []
@@ -147,8 +146,8 @@ def test_unused_parameters_of_a_cut_off_nb201_cell():
 
 def test_auxiliary_head_needs_32x32_images():
     with pytest.raises(ValueError, match="model.auxiliary=true needs 32x32 images"):
-        build_network(published_genotype("DARTS_V2"), num_classes=120, image_size=16, darts_C=4,
-                      darts_layers=3, nb201_C=4, nb201_N=1, auxiliary=True)  # fmt: skip
+        build_network(published_genotype("DARTS_V2"), num_classes=120, image_size=16, C=4,
+                      layers=3, auxiliary=True)  # fmt: skip
 
 
 def test_single_process_collectives_are_no_ops(monkeypatch):

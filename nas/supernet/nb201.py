@@ -1,0 +1,170 @@
+"""The NAS-Bench-201 search network: the supernet of the space ``nb201``.
+
+Second stage of the pipeline (``nas.supernet``), the NB201 family's own module there (the
+family's other hooks are ``search_spaces.nb201_family``'s). Dong & Yang, ICLR 2020: the
+``TinyNetwork`` layout with searchable cells (BN without affine parameters that tracks running
+statistics, ``affine=False, track_running_stats=True`` as the search models of DARTS-PT and
+DrNAS, so eval mode normalises with them; no BN after pools) and ResNet-block reductions.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from nas.supernet.mixed_op import MixedOp
+from nas.supernet.network import SUPERNETS, ArchWeights, SharedReLU, Supernet, add_scaled
+from search_spaces.nb201 import ResNetBasicblock
+from search_spaces.space import CellSpace, Space, get_space
+
+
+class NB201SearchCell(nn.Module):
+    """A searchable NAS-Bench-201 cell: node j sums the mixed ops of edges from all i < j."""
+
+    def __init__(
+        self, cell: CellSpace, C: int, partial_channels: int, track_running_stats: bool
+    ) -> None:
+        super().__init__()
+        self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
+        self.edge_src = [e.src for e in cell.edges]
+        self.ops = nn.ModuleList(
+            MixedOp(
+                C,
+                1,
+                e.ops,
+                partial_channels=partial_channels,
+                bn_after_pool=False,
+                track_running_stats=track_running_stats,
+            )
+            for e in cell.edges
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        weights_EO: Tensor,
+        active: list[list[bool]],
+        edge_weights_E: Tensor | None = None,
+    ) -> Tensor:
+        nodes = [x]
+        relu = SharedReLU(nodes)
+        w_E = weights_EO.unbind(0)
+        for edges in self.edges_into:
+            node: Tensor | None = None
+            for e in edges:
+                src, op = self.edge_src[e], self.ops[e]
+                r = relu.of(op, src, active[e])
+                if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
+                    out = op(nodes[src], w_E[e], active[e], None, r)
+                    node = add_scaled(node, out, edge_weights_E[e])
+                    continue
+                node = op(nodes[src], w_E[e], active[e], node, r)
+            nodes.append(torch.zeros_like(x) if node is None else node)
+        return nodes[-1]
+
+
+class NB201Supernet(Supernet):
+    """The NAS-Bench-201 search network: C, 2C, 4C stages of N searchable cells."""
+
+    family = "nb201"
+
+    def __init__(
+        self,
+        *,
+        space: Space | str = "nb201",
+        C: int = 16,
+        N: int = 5,
+        num_classes: int = 10,
+        partial_channels: int = 1,
+        track_running_stats: bool = True,
+    ) -> None:
+        super().__init__()
+        self.space = get_space(space) if isinstance(space, str) else space
+        if self.space.family != self.family:
+            raise ValueError(f"NB201Supernet needs the nb201 space, got {self.space.name!r}")
+        if C < 1 or N < 1 or num_classes < 1:
+            raise ValueError(f"C, N and num_classes must be positive, got {C}, {N}, {num_classes}")
+        self.C, self.N, self.num_classes = C, N, num_classes
+        self.stem = nn.Sequential(nn.Conv2d(3, C, 3, padding=1, bias=False), nn.BatchNorm2d(C))
+        channels = [C] * N + [2 * C] + [2 * C] * N + [4 * C] + [4 * C] * N
+        reductions = [False] * N + [True] + [False] * N + [True] + [False] * N
+        self.cells = nn.ModuleList()
+        C_prev = C
+        cell_space = self.space.cells["cell"]
+        for C_curr, reduction in zip(channels, reductions):
+            if reduction:
+                self.cells.append(ResNetBasicblock(C_prev, C_curr, 2, True))
+            else:
+                self.cells.append(
+                    NB201SearchCell(cell_space, C_curr, partial_channels, track_running_stats)
+                )
+            C_prev = C_curr
+        self.lastact = nn.Sequential(nn.BatchNorm2d(C_prev), nn.ReLU(inplace=True))
+        self.global_pooling = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(C_prev, num_classes)
+        self._init_masks()
+
+    def first_cell_of(self, cell_type: str) -> int:
+        return 0
+
+    @property
+    def cell_types(self) -> list[str | None]:
+        """The space's one cell type for the searchable cells; None for the residual blocks."""
+        (cell_type,) = self.space.cell_types
+        return [cell_type if isinstance(c, NB201SearchCell) else None for c in self.cells]
+
+    def _run_cells(self, feature: Tensor, weights: ArchWeights, cells: range) -> Tensor:
+        if not len(cells):
+            return feature
+        active = self.active_ops(weights)["cell"]
+        w = weights["cell"]
+        edge_w = self.current_edge_weights()
+        ew = None if edge_w is None else edge_w["cell"]
+        for i in cells:
+            cell = self.cells[i]
+            if isinstance(cell, NB201SearchCell):
+                feature = cell(feature, w, active, ew)
+            else:
+                feature = cell(feature)
+        return feature
+
+    def run_prefix(self, x: Tensor, weights: ArchWeights, stop: int) -> Tensor:
+        return self._run_cells(self.stem(x), weights, range(stop))
+
+    def run_suffix(self, state: Tensor, weights: ArchWeights, start: int) -> Tensor:
+        feature = self._run_cells(state, weights, range(start, len(self.cells)))
+        return self.classifier(self.global_pooling(self.lastact(feature)).flatten(1))
+
+    def features(self, x: Tensor, weights: ArchWeights) -> Tensor:
+        return self.lastact(self._run_cells(self.stem(x), weights, range(len(self.cells))))
+
+
+def build(
+    space: Space,
+    *,
+    C: int,
+    layers: int,
+    num_classes: int,
+    partial_channels: int,
+    track_running_stats: bool,
+    stem: str,
+    lastact: bool | None,
+    pool_bn: bool | None,
+) -> Supernet:
+    given = [k for k, v in (("lastact", lastact), ("pool_bn", pool_bn)) if v is not None]
+    if given:
+        raise ValueError(
+            f"space.{given[0]} is an option of the DARTS-style supernet; the {space.name} "
+            "supernet always has BN + ReLU before the pooling and no BN after pools: remove it"
+        )
+    return NB201Supernet(
+        space=space,
+        C=C,
+        N=layers,
+        num_classes=num_classes,
+        partial_channels=partial_channels,
+        track_running_stats=track_running_stats,
+    )
+
+
+SUPERNETS[NB201Supernet.family] = build
