@@ -1,9 +1,10 @@
 """search_spaces: WHAT is searched, the first stage of the pipeline.
 
 Operations (``ops``), spaces as data (``space``), genotypes (``genotype``), published genotypes
-(``published``), the discrete networks genotypes compile to (``darts``, ``nb201``), and the
-space families that the later stages ask instead of naming one (``family``: the hooks;
-``darts_family``, ``nb201_family``; the registry ``families``), with the latency layout of their
+(``published``), the discrete networks genotypes compile to (``darts``, ``nb201``,
+``proxyless``), and the space families that the later stages ask instead of naming one
+(``family``: the hooks; ``darts_family``, ``nb201_family``, ``proxyless_family``; the registry
+``families``), with the latency layout of their
 networks (``layout``).
 This package imports only torch, so a published genotype retrains without any search code;
 genotypes, spaces and published names do not even import torch (``OPS`` and ``build_op`` load
@@ -17,6 +18,7 @@ from search_spaces.genotype import (
     DartsGenotype,
     Genotype,
     NB201Genotype,
+    ProxylessGenotype,
     format_genotype,
     genotype_from_json,
     parse_genotype,
@@ -48,6 +50,7 @@ __all__ = [
     "Edge",
     "Genotype",
     "NB201Genotype",
+    "ProxylessGenotype",
     "Space",
     "build_op",
     "format_genotype",

@@ -7,7 +7,9 @@ subclass in a module of its own, registered here in ``FAMILIES``:
 * ``darts`` (``search_spaces.darts_family``; Liu et al., ICLR 2019): the spaces ``darts`` and
   ``s1``..``s5``, whose discrete networks are ``NetworkCIFAR`` / ``NetworkImageNet``;
 * ``nb201`` (``search_spaces.nb201_family``; Dong & Yang, ICLR 2020): the space ``nb201``,
-  whose discrete network is ``TinyNetwork``.
+  whose discrete network is ``TinyNetwork``;
+* ``proxyless`` (``search_spaces.proxyless_family``; Cai et al., ICLR 2019): the spaces
+  ``proxyless`` and ``proxyless_cifar``, whose discrete network is ``ProxylessNetwork``.
 
 The later stages never name a family: they ask ``family_of`` (a space, a genotype or a family
 name), ``family_of_network`` (a discrete network) or ``indexed_family`` (what a bare number
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 from search_spaces.darts_family import DartsFamily
 from search_spaces.family import Family, NetworkSpec
 from search_spaces.nb201_family import NB201Family
+from search_spaces.proxyless_family import ProxylessFamily
 
 if TYPE_CHECKING:
     from search_spaces.genotype import AnyGenotype
@@ -39,7 +42,7 @@ __all__ = [
 ]
 
 # The registration of every family, in order: the first is what a caller that names none gets.
-FAMILIES: dict[str, Family] = {f.name: f for f in (DartsFamily(), NB201Family())}
+FAMILIES: dict[str, Family] = {f.name: f for f in (DartsFamily(), NB201Family(), ProxylessFamily())}
 FAMILY_OF_NETWORK: dict[str, Family] = {n: f for f in FAMILIES.values() for n in f.networks}
 
 

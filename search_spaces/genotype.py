@@ -12,6 +12,9 @@ First stage of the pipeline (``search_spaces``), and the contract between ``nas.
   ``Genotype(normal=[('sep_conv_3x3', 2, 0), ...], ...)`` (op, node, input).
 * ``NB201Genotype`` (Dong & Yang, ICLR 2020): every node ``j`` keeps one op on each edge from
   ``i < j``; its text form is the benchmark's arch string ``|op~0|+|op~0|op~1|+|...|``.
+* ``ProxylessGenotype`` (Cai et al., ICLR 2019): one op per searchable block of the ProxylessNAS
+  chain (an MBConv, or ``none``: skipped), and a released network's own widths if it has them;
+  its text form is ``proxyless:3x3_MBConv3-none-...[@32-16-...]``.
 
 Each class answers for its family: its structure (``cell_types``, ``edges``, ``output_nodes``,
 ``validate``), its drawing (``drawing``, ``node_label``, ``cell_title``, ``layout``), and its
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeGuard, Union
 
 from search_spaces.op_names import OP_NAMES as OPS
+from search_spaces.proxyless_space import chain_of as proxyless_chain
 from search_spaces.space import Space, get_space
 
 OpInput = tuple[str, int]
@@ -478,13 +482,173 @@ class NB201Genotype:
         return {"type": "nb201", "arch": format_genotype(self)}
 
 
-AnyGenotype = Union[DartsGenotype, NB201Genotype]  # noqa: UP007 (a runtime alias)
-GENOTYPE_TYPES: dict[str, type[DartsGenotype] | type[NB201Genotype]] = {
-    g.family: g for g in (DartsGenotype, NB201Genotype)
+@dataclass(frozen=True)
+class ProxylessGenotype:
+    """A ProxylessNAS network: the op of each searchable block of the chain, in order
+    (``search_spaces.proxyless_space``: an MBConv ``KxK_MBConvE``, or ``none`` where the block
+    may be skipped), and optionally the nine widths of a released network (stem, first block,
+    six stages, feature mix; None: the space's widths)."""
+
+    ops: tuple[str, ...]
+    widths: tuple[int, ...] | None = None
+
+    family: ClassVar[str] = "proxyless"
+    space_name: ClassVar[str] = "proxyless"
+    cell_types: ClassVar[tuple[str, ...]] = ("blocks",)
+    input_nodes: ClassVar[tuple[int, ...]] = (0,)
+    keeps_every_edge: ClassVar[bool] = True  # every block, `none` an op like the others
+    figure_size: ClassVar[tuple[float, float]] = (14.0, 3.6)  # drawing: see DartsGenotype
+    long_edge_label_at: ClassVar[float] = 0.5
+
+    @staticmethod
+    def node_label(node: int) -> str:
+        return str(node)
+
+    @staticmethod
+    def cell_title(cell_type: str) -> str:
+        return "ProxylessNAS blocks"
+
+    @staticmethod
+    def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
+        """The chain in two rows, left to right, then right to left."""
+        names = [n for n, _ in nodes]
+        row = (len(names) + 1) // 2
+        return {
+            n: (2.0 * i, 1.0) if i < row else (2.0 * (2 * row - 1 - i), -1.0)
+            for i, n in enumerate(names)
+        }
+
+    def __post_init__(self) -> None:
+        ops = tuple(self.ops) if isinstance(self.ops, (list, tuple)) else None
+        if ops is None or not all(isinstance(op, str) for op in ops):
+            raise ValueError(f"a ProxylessNAS genotype needs a list of op names, got {self.ops!r}")
+        object.__setattr__(self, "ops", ops)
+        if self.widths is not None:
+            widths = tuple(self.widths) if isinstance(self.widths, (list, tuple)) else ()
+            if not widths or not all(
+                isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in widths
+            ):
+                raise ValueError(
+                    f"ProxylessNAS widths {self.widths!r}: expected positive channel counts"
+                )
+            object.__setattr__(self, "widths", widths)
+        self.validate()
+
+    def validate(self, space: Space | None = None) -> None:
+        """One op per block of the space's chain, each a candidate of its block; ``none`` only
+        where the block can be skipped (stride 1, equal widths)."""
+        if space is not None and space.family != self.family:
+            raise ValueError(
+                f"a ProxylessNAS genotype cannot be used with space {space.name!r}; expected "
+                "a ProxylessNAS space (proxyless, proxyless_cifar)"
+            )
+        chain = proxyless_chain(space or get_space(self.space_name))
+        if len(self.ops) != chain.num_edges:
+            raise ValueError(
+                f"a ProxylessNAS genotype has one op per searchable block: expected "
+                f"{chain.num_edges} ops, got {len(self.ops)}"
+            )
+        for i, op in enumerate(self.ops):
+            allowed = chain.edges[i].ops
+            if op not in allowed:
+                raise ValueError(
+                    f"ProxylessNAS block {i}: unknown operation {op!r}; expected one of "
+                    f"{', '.join(allowed)}"
+                )
+            if op == "none" and not chain.skippable[i]:
+                raise ValueError(
+                    f"ProxylessNAS block {i}: 'none' (skip the block) is not allowed there: "
+                    "only a block of stride 1 with equal input and output widths can be skipped"
+                )
+        if self.widths is not None and len(self.widths) != len(chain.widths) + 3:
+            raise ValueError(
+                f"ProxylessNAS widths: expected {len(chain.widths) + 3} (stem, first block, "
+                f"{len(chain.widths)} stages, feature mix), got {len(self.widths)}"
+            )
+
+    def _check_cell_type(self, cell_type: str) -> None:
+        if cell_type != "blocks":
+            raise ValueError(
+                f"a ProxylessNAS genotype has one cell type 'blocks', not {cell_type!r}"
+            )
+
+    def edges(self, cell_type: str = "blocks") -> list[tuple[str, int, int]]:
+        """The chain's edges ``(op, i, i + 1)``, one per block (``none`` ones included)."""
+        self._check_cell_type(cell_type)
+        return [(op, i, i + 1) for i, op in enumerate(self.ops)]
+
+    def output_nodes(self, cell_type: str = "blocks") -> tuple[int, ...]:
+        """The last block's output."""
+        self._check_cell_type(cell_type)
+        return (len(self.ops),)
+
+    def drawing(
+        self, cell_type: str = "blocks"
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
+        """``(nodes, edges)`` of the chain as drawn (see ``DartsGenotype.drawing``)."""
+        self._check_cell_type(cell_type)
+        names = [str(i) for i in range(len(self.ops) + 1)]
+        kinds = ["input", *(["node"] * (len(self.ops) - 1)), "output"]
+        edges: list[tuple[str, str, str | None]] = [
+            (names[i], names[j], op) for op, i, j in self.edges()
+        ]
+        return list(zip(names, kinds)), edges
+
+    # ---- text and JSON forms (see DartsGenotype): ``proxyless:`` and the ops joined by
+    # ``-``, then ``@`` and the widths joined by ``-`` for a released network's own widths;
+    # no character a shell or a Hydra override treats specially
+    text_start: ClassVar[str | None] = "proxyless:"
+    shell_text: ClassVar[tuple[str, str] | None] = None  # passes a shell as typed
+
+    def text(self) -> str:
+        """``proxyless:3x3_MBConv3-none-...[@32-16-...]``."""
+        widths = "" if self.widths is None else "@" + "-".join(str(w) for w in self.widths)
+        return "proxyless:" + "-".join(self.ops) + widths
+
+    @classmethod
+    def from_text(cls, text: str) -> ProxylessGenotype:
+        s = text.strip()
+        example = "'proxyless:3x3_MBConv3-none-...' (one op per block), optionally '@32-16-...'"
+        if not s.startswith(cls.text_start or ""):
+            raise ValueError(f"malformed ProxylessNAS genotype {text!r}; expected {example}")
+        body, _, widths = s[len("proxyless:") :].partition("@")
+        if not body or any(not op for op in body.split("-")):
+            raise ValueError(f"malformed ProxylessNAS genotype {text!r}; expected {example}")
+        if "@" in s and not re.fullmatch(r"\d+(-\d+)*", widths):
+            raise ValueError(
+                f"malformed ProxylessNAS widths {widths!r}; expected channel counts joined "
+                "by '-', e.g. '@32-16-32-40-80-96-192-320-1280'"
+            )
+        return cls(
+            tuple(body.split("-")),
+            tuple(int(w) for w in widths.split("-")) if "@" in s else None,
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProxylessGenotype:
+        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
+        if not isinstance(data.get("ops"), list):
+            raise ValueError('malformed genotype JSON: a proxyless genotype needs "ops": [op, ...]')
+        return cls(tuple(data["ops"]), data.get("widths"))
+
+    def __str__(self) -> str:
+        return format_genotype(self)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": "proxyless", "ops": list(self.ops)}
+        if self.widths is not None:
+            data["widths"] = list(self.widths)
+        return data
+
+
+AnyGenotype = Union[DartsGenotype, NB201Genotype, ProxylessGenotype]  # noqa: UP007 (a runtime alias)
+GenotypeType = Union[type[DartsGenotype], type[NB201Genotype], type[ProxylessGenotype]]  # noqa: UP007
+GENOTYPE_TYPES: dict[str, GenotypeType] = {
+    g.family: g for g in (DartsGenotype, NB201Genotype, ProxylessGenotype)
 }  # space family -> its genotype class
 
 
-def genotype_type(family: str) -> type[DartsGenotype] | type[NB201Genotype]:
+def genotype_type(family: str) -> GenotypeType:
     """The genotype class of a space family (``Space.family``)."""
     try:
         return GENOTYPE_TYPES[family]

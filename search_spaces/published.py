@@ -6,6 +6,10 @@ al., ICLR 2020; DrNAS_cifar10, DrNAS_imagenet from Chen et al., ICLR 2021); xiao
 ``fairdarts/genotypes.py`` (FairDARTS_a, FairDARTS_b, Chu et al., ECCV 2020: sparse cells whose
 nodes keep 0-2 inputs, written as the reference's (op, node, input) triples). The texts are kept
 verbatim and parsed on first use, so the parser is exercised on the real reference output.
+ProxylessNAS's released networks (Cai et al., ICLR 2019; han-cai/files ``proxylessnas/*.config``:
+``proxyless_gpu``, ``proxyless_cpu``, ``proxyless_mobile``, ``proxyless_mobile_14``) are their
+block choices and widths (``search_spaces.proxyless_space.PUBLISHED_BLOCKS``) in this toolkit's
+text form.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from functools import cache
 from search_spaces.genotype import (
     AnyGenotype,
     DartsGenotype,
+    ProxylessGenotype,
     is_genotype,
     parse_darts_genotype,
     parse_genotype,
 )
+from search_spaces.proxyless_space import PUBLISHED_BLOCKS
 
 PUBLISHED_TEXT: dict[str, str] = {
     "DARTS_V1": (
@@ -88,19 +94,42 @@ PUBLISHED_TEXT: dict[str, str] = {
     ),
 }
 
+# The published networks of the other families by name (``published_names`` lists the DARTS
+# cells above): ProxylessNAS's released networks (han-cai/files ``proxylessnas/*.config``) in
+# this toolkit's text form, read off the configs in search_spaces.proxyless_space
+NETWORK_TEXT: dict[str, str] = {
+    name: ProxylessGenotype(ops, widths).text() for name, (ops, widths) in PUBLISHED_BLOCKS.items()
+}
+
 
 def published_names() -> list[str]:
+    """The published DARTS cells' names."""
     return list(PUBLISHED_TEXT)
+
+
+def published_networks() -> list[str]:
+    """The names of the other families' published networks (``proxyless_mobile``, ...)."""
+    return list(NETWORK_TEXT)
+
+
+def _all_names() -> str:
+    return ", ".join([*PUBLISHED_TEXT, *NETWORK_TEXT])
 
 
 @cache
 def published_genotype(name: str) -> DartsGenotype:
-    """The published genotype called ``name`` (e.g. ``DARTS_V2``)."""
+    """The published DARTS cell called ``name`` (e.g. ``DARTS_V2``)."""
     if name not in PUBLISHED_TEXT:
-        raise ValueError(
-            f"unknown published genotype {name!r}; expected one of {', '.join(PUBLISHED_TEXT)}"
-        )
+        raise ValueError(f"unknown published genotype {name!r}; expected one of {_all_names()}")
     return parse_darts_genotype(PUBLISHED_TEXT[name])
+
+
+@cache
+def published_network(name: str) -> AnyGenotype:
+    """The published network of another family called ``name`` (e.g. ``proxyless_mobile``)."""
+    if name not in NETWORK_TEXT:
+        raise ValueError(f"unknown published genotype {name!r}; expected one of {_all_names()}")
+    return parse_genotype(NETWORK_TEXT[name])
 
 
 def resolve_genotype(spec: AnyGenotype | str) -> AnyGenotype:
@@ -113,9 +142,11 @@ def resolve_genotype(spec: AnyGenotype | str) -> AnyGenotype:
         )
     if spec.strip() in PUBLISHED_TEXT:
         return published_genotype(spec.strip())
+    if spec.strip() in NETWORK_TEXT:
+        return published_network(spec.strip())
     if spec.strip().isidentifier():
         raise ValueError(
             f"unknown published genotype {spec.strip()!r}; expected one of "
-            f"{', '.join(PUBLISHED_TEXT)}, or genotype text"
+            f"{_all_names()}, or genotype text"
         )
     return parse_genotype(spec)

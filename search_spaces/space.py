@@ -11,6 +11,9 @@ hard-codes a cell:
   ``search_spaces/data/robust_darts_spaces.json``.
 * ``nb201`` (NAS-Bench-201, Dong & Yang, ICLR 2020): one cell type, 1 input node, 3 further
   nodes, 6 edges, 5 operations.
+* ``proxyless`` / ``proxyless_cifar`` (ProxylessNAS, Cai et al., ICLR 2019): one cell type
+  ``blocks``, a chain of 21 searchable MobileNet blocks (edge i: node i -> i + 1), 6 MBConvs and
+  ``none`` (skip the block) on each; their data is ``search_spaces.proxyless_space``'s.
 
 Architecture tensors index edges in ``CellSpace.edges`` order and ops in ``Edge.ops`` order.
 """
@@ -18,6 +21,7 @@ Architecture tensors index edges in ``CellSpace.edges`` order and ops in ``Edge.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -150,7 +154,21 @@ def _robust_darts_lists() -> dict[str, dict[str, list[list[str]]]]:
     return data
 
 
-SPACE_NAMES: tuple[str, ...] = ("darts", "s1", "s2", "s3", "s4", "s5", "nb201")
+SPACE_NAMES: tuple[str, ...] = (
+    "darts",
+    "s1",
+    "s2",
+    "s3",
+    "s4",
+    "s5",
+    "nb201",
+    "proxyless",  # ProxylessNAS's block chain (search_spaces.proxyless_space), ImageNet
+    "proxyless_cifar",  # the same chain laid out for 32x32 inputs
+)
+
+# The spaces whose data is a family's own module, which registers their builder here when it is
+# imported (search_spaces.proxyless_space; the package's __init__ imports it through genotype)
+SPACE_BUILDERS: dict[str, Callable[[str], Space]] = {}
 
 
 @cache
@@ -160,6 +178,8 @@ def get_space(name: str) -> Space:
         return _darts_like("darts", [DARTS_OPS] * 14, [DARTS_OPS] * 14)
     if name == "nb201":
         return _nb201()
+    if name in SPACE_BUILDERS:
+        return SPACE_BUILDERS[name](name)
     if name in SPACE_NAMES:
         lists = _robust_darts_lists()[name]
         return _darts_like(
