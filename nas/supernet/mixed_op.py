@@ -31,6 +31,11 @@ The weighted sum is one autograd node per edge (``weighted_sum``): the forward a
 place, and the gradient of each mixing weight, ``<dL/do, o_k(x)>``, is a dot product instead of
 a product tensor that is then summed; op outputs are kept for the backward only when the
 mixing weights need a gradient.
+
+Binary gates (ProxylessNAS, ``nas.search.proxylessnas``): ``gate_probe``, set by the strategy
+around one forward, names ops of gate 0 whose gate still gets its gradient ``<dL/do, o_k(x)>``,
+from an output computed without autograd (``_GateProbe``), so only the active path holds
+activations for the backward.
 """
 
 from __future__ import annotations
@@ -218,6 +223,60 @@ class _PartialChannelMix(torch.autograd.Function):
         return (grad if ctx.has_acc else None, grad_w, None, None, g_bypass, *grad_ys)
 
 
+class _GateProbe(torch.autograd.Function):
+    """``out`` unchanged; the gradient of ``weights_O[k]`` for each ``k`` in
+    ``mixed.gate_probe`` is ``<dL/d out, op_k(x)>``, as if ``weights_O[k] * op_k(x)`` with a
+    detached ``op_k(x)`` had been added to ``out``: the gates of ProxylessNAS's binary paths
+    (Cai et al., ICLR 2019, eq. 4; mit-han-lab/proxylessnas ``search/modules/mix_op.py``,
+    ``MixedEdge.forward``). The probed gates must be 0 (their terms are not added: the value is
+    the active ops' alone) and no gradient reaches ``x`` or the probed ops' parameters through
+    them. ``mixed.gate_probe_recompute``: the outputs are recomputed in the backward without
+    autograd (the reference's ``full_v2``, ``ArchGradientFunction``), so the forward keeps only
+    ``x``; otherwise they are computed in the forward and kept (its ``two`` and ``full``)."""
+
+    @staticmethod
+    def forward(ctx: Any, out: Tensor, weights_O: Tensor, mixed: MixedOp, x: Tensor) -> Tensor:
+        probe = list(mixed.gate_probe or [])
+        ctx.mixed, ctx.probe = mixed, probe
+        ctx.shape, ctx.w_dtype = weights_O.shape, weights_O.dtype
+        ctx.recompute = mixed.gate_probe_recompute
+        if ctx.recompute:
+            # the backward recomputes under the forward's autocast (as activation checkpointing)
+            device = x.device.type
+            ctx.autocast = (device, torch.get_autocast_dtype(device),
+                            torch.is_autocast_enabled(device))  # fmt: skip
+            ctx.save_for_backward(x)
+        else:
+            with torch.no_grad():
+                ys = [mixed.probe_output(x, k) for k in probe]
+            ctx.has_y = [y is not None for y in ys]
+            ctx.save_for_backward(*(y for y in ys if y is not None))
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        mixed: MixedOp = ctx.mixed
+        g = mixed.probe_grad(grad)
+        grad_w = None
+        if ctx.needs_input_grad[1]:
+            dots: list[Tensor | float] = []
+            if ctx.recompute:
+                (x,) = ctx.saved_tensors
+                device, dtype, enabled = ctx.autocast
+                with torch.no_grad(), torch.autocast(device, dtype=dtype, enabled=enabled):
+                    for k in ctx.probe:
+                        y = mixed.probe_output(x, k)
+                        dots.append(0.0 if y is None else _dot(g, y.to(g.dtype)))
+                        del y
+            else:
+                saved = iter(ctx.saved_tensors)
+                dots = [_dot(g, next(saved).to(g.dtype)) if has else 0.0 for has in ctx.has_y]
+            grad_w = torch.zeros(ctx.shape, dtype=ctx.w_dtype, device=grad.device)
+            for k, d in zip(ctx.probe, dots):
+                grad_w[k] = d
+        return grad, grad_w, None, None
+
+
 class MixedOp(nn.Module):
     """One edge of a supernet cell with candidates ``ops`` (in the space's order).
 
@@ -276,6 +335,13 @@ class MixedOp(nn.Module):
         self.unselected_scalars = False
         # the ReLU of the input is taken once per state by the cell (off: each op its own)
         self.share_relu = True
+        # binary gates (ProxylessNAS, nas.search.proxylessnas): op indices whose gate gets a
+        # gradient this forward without the op taking part in the graph (see _GateProbe);
+        # set by the strategy around one forward, None otherwise
+        self.gate_probe: list[int] | None = None
+        # True: their outputs are recomputed in the backward ("full_v2"); False: computed in
+        # the forward without autograd and kept until the backward ("two", "full")
+        self.gate_probe_recompute = False
 
     def wants_relu(self, active_O: list[bool]) -> bool:
         """Whether an op this forward runs starts with a ReLU of the input that the cell can
@@ -302,7 +368,27 @@ class MixedOp(nn.Module):
         out = self._mixed(x, weights_O, active_O, acc, relu_x)
         if self.unselected_scalars and weights_O.requires_grad:
             out = self.add_unselected_scalars(x, weights_O, active_O, out)
+        if self.gate_probe and out is not None and weights_O.requires_grad:
+            out = _GateProbe.apply(out, weights_O, self, x)
         return out
+
+    def probe_output(self, x: Tensor, k: int) -> Tensor | None:
+        """``op_k(x)`` as the edge computes it (the first C/K channels under partial
+        channels); None for ``none``. Called without autograd by ``_GateProbe``."""
+        if not self._runnable[k]:
+            return None
+        if self.k == 1:
+            y: Tensor = self.ops[k](x)
+            return y
+        y = self.ops[k](x[:, : self.C // self.k])
+        return y
+
+    def probe_grad(self, grad: Tensor) -> Tensor:
+        """The part of the gradient of the edge's output that the ops' weighted sum receives:
+        all of it, or under partial channels the slot of the mixed channels (``_slots``)."""
+        if self.k == 1:
+            return grad
+        return _slots(grad.contiguous(memory_format=_layout(grad)), self.k)[:, :, 0]
 
     # ---- hard mixing weights: the unselected ops' scalar terms (H1), begin
     def add_unselected_scalars(

@@ -44,6 +44,8 @@ REFUSED = {
     ("rsws", "fair_darts"): "no architecture parameters",
     ("rsws", "beta_darts"): "no architecture parameters",
     ("rsws", "pc_darts"): "edge_normalisation=false",
+    ("fbnet", "fair_darts"): "Gumbel",
+    ("proxylessnas", "fair_darts"): "binary gates",
 }
 
 
