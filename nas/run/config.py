@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from search_spaces.families import FAMILIES
 
@@ -157,8 +157,9 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
     check("epochs", _non_negative_int, "an int >= 0")
     for key in ("micro_batches", "sync_check_every"):
         check(key, _optional(_positive_int), "a positive int")
-    for key in ("optimizer.lr", "optimizer.grad_clip"):
-        check(key, lambda v: _is_number(v) and v > 0, "a positive float")
+    check("optimizer.lr", lambda v: _is_number(v) and v > 0, "a positive float")
+    check("optimizer.grad_clip", _optional(lambda v: _is_number(v) and v > 0),
+          "a positive float or null (not clipped)")  # fmt: skip
     for key in ("optimizer.lr_min", "optimizer.weight_decay", "optimizer.momentum"):
         check(key, lambda v: _is_number(v) and v >= 0, "a number >= 0")
     check("optimizer.warmup_epochs", _optional(_non_negative_int), "an int >= 0")
@@ -255,7 +256,13 @@ def validate_train_config(cfg: DictConfig, error: type[Exception] = ValueError) 
     _check_where_it_runs(check, cfg, error)
     _check_data_loading(check)
     check("data.cutout", _optional(_non_negative_int), "an int >= 0 (pixels; 0: none)")
-    check("data.color_jitter", _bool, "true or false", default=_ABSENT)
+    if isinstance(OmegaConf.select(cfg, "data.color_jitter", default=None), ListConfig):
+        check("data.color_jitter", _jitter_values, "true, false or [brightness, contrast, "
+              "saturation, hue] (numbers >= 0, hue <= 0.5)")  # fmt: skip
+    else:
+        check("data.color_jitter", _bool, "true or false", default=_ABSENT)
+    _check_optimiser_options(check, cfg, error)
+    _check_distill(check, cfg, error)
     checkpoint = OmegaConf.select(cfg, "checkpoint", default=None)
     if checkpoint is not None and (not isinstance(checkpoint, str) or not checkpoint.strip()):
         raise error(
@@ -279,6 +286,75 @@ def validate_train_config(cfg: DictConfig, error: type[Exception] = ValueError) 
     if cfg.optimizer.warmup_epochs > cfg.epochs:
         raise error(
             f"optimizer.warmup_epochs={cfg.optimizer.warmup_epochs} exceeds epochs={cfg.epochs}"
+        )
+
+
+NO_WEIGHT_DECAY = ("bn", "bias")  # nas.train.loop.parameter_groups
+
+
+def _jitter_values(v: Any) -> bool:
+    """``data.color_jitter`` as torchvision's ColorJitter(brightness, contrast, saturation, hue)
+    factors (``nas.train.loop``: ProxylessNAS's hue 0.1 where the toolkit's default is 0.2)."""
+    if not isinstance(v, (list, tuple, ListConfig)) or len(v) != 4:
+        return False
+    return all(_is_number(x) and x >= 0 for x in v) and v[3] <= 0.5
+
+
+def _check_optimiser_options(check: _Checker, cfg: DictConfig, error: type[Exception]) -> None:
+    """The optimiser options beyond plain SGD: parameters kept out of weight decay, the schedule
+    advanced every step, Nesterov momentum."""
+    words = f"a list of distinct names from {', '.join(NO_WEIGHT_DECAY)} ([] : decay everything)"
+    check("optimizer.no_weight_decay", lambda v: isinstance(v, (list, ListConfig))
+          and all(x in NO_WEIGHT_DECAY for x in v) and len(set(v)) == len(v), words,
+          default=_ABSENT)  # fmt: skip
+    check("optimizer.lr_per_step", _bool, "true or false", default=_ABSENT)
+    opt = cfg.optimizer
+    exempt = list(OmegaConf.select(cfg, "optimizer.no_weight_decay", default=None) or [])
+    if exempt and opt.weight_decay == 0:
+        raise error(
+            f"optimizer.no_weight_decay=[{', '.join(exempt)}] does not apply with "
+            "optimizer.weight_decay=0 (nothing decays); set one of them"
+        )
+    if opt.nesterov and opt.momentum == 0:
+        raise error("optimizer.nesterov=true needs optimizer.momentum > 0, got 0")
+
+
+DISTILL_DEFAULTS = {"weight": 0.0, "temperature": 1.0, "scale_t2": True, "weights": None}
+
+
+def _check_distill(check: _Checker, cfg: DictConfig, error: type[Exception]) -> None:
+    """Knowledge distillation (``nas.train.distill``): a teacher and a weight > 0 go together,
+    and nothing else of the section is set without a teacher."""
+    if OmegaConf.select(cfg, "distill", default=None) is None:
+        return
+    teacher_words = (
+        "a nas-train checkpoint or run folder, a genotype reference (DARTS_V2, ...), "
+        "torchvision:<model>, or null"
+    )
+    is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    check("distill.teacher", lambda v: v is None or is_int(v) or isinstance(v, str) and
+          bool(v.strip()), teacher_words)  # fmt: skip
+    check("distill.weights", lambda v: v is None or isinstance(v, str) and bool(v.strip()),
+          "a file, a nas-train run folder, a torchvision weights name, or null")  # fmt: skip
+    check("distill.weight", lambda v: _is_number(v) and 0 <= v < float("inf"), "a number >= 0")
+    check("distill.temperature", lambda v: _is_number(v) and 0 < v < float("inf"),
+          "a number > 0")  # fmt: skip
+    check("distill.scale_t2", _bool, "true or false")
+    d = cfg.distill
+    if d.teacher is None:
+        for key, default in DISTILL_DEFAULTS.items():
+            value = d.get(key, default)
+            if value != default:
+                shown = "null" if value is None else value
+                raise error(
+                    f"distill.{key}={shown} does not apply without distill.teacher (a nas-train "
+                    "checkpoint or run folder, a genotype with distill.weights, or "
+                    "torchvision:<model>)"
+                )
+    elif d.weight == 0:
+        raise error(
+            f"distill.teacher={d.teacher} is not used with distill.weight=0; set distill.weight "
+            "> 0 (the loss is CE + weight x KD; once-for-all uses 1.0)"
         )
 
 

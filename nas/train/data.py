@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+from torchvision import transforms as T
 
 from nas.data.loaders import seed_worker
 from nas.run.seeds import TRAIN_LOADER, stream_seed
@@ -135,3 +136,15 @@ def eval_loader(
         worker_init_fn=seed_worker,
         generator=torch.Generator().manual_seed(0),
     )
+
+
+def with_color_jitter(transform: T.Compose, factors: list[float]) -> T.Compose:
+    """``transform`` with its ColorJitter step set to ``factors`` (brightness, contrast,
+    saturation, hue): a recipe's own jitter, e.g. ProxylessNAS's ``distort_color='strong'``
+    (0.4, 0.4, 0.4, 0.1) where ``nas.data`` applies (0.4, 0.4, 0.4, 0.2). Nothing changes where
+    the transform has no jitter (images of 64 pixels or fewer get none)."""
+    steps = [
+        T.ColorJitter(*factors) if isinstance(step, T.ColorJitter) else step
+        for step in transform.transforms
+    ]
+    return T.Compose(steps)

@@ -12,8 +12,13 @@ Retraining stage (``nas.train``), after search and selection. One loop for every
   a 5-epoch linear warm-up, then DrNAS's linear decay (``adjust_lr``);
 * RobustDARTS (Zela et al., ICLR 2020): C=16, 8 cells for CIFAR-100 and SVHN.
 
-The learning rate is set per epoch, as every reference does (``LambdaLR`` stepped at the end of
-an epoch: epoch e trains with factor(e)).
+The learning rate is set per epoch, as the DARTS-family references do (``LambdaLR`` stepped at
+the end of an epoch: epoch e trains with factor(e)), or with ``optimizer.lr_per_step`` at every
+step, as ProxylessNAS's cosine (step i of epoch e trains with factor(e + i / steps per epoch)).
+Options of every recipe: ``optimizer.no_weight_decay`` (batch-norm and / or bias parameters
+without weight decay, ProxylessNAS's ``no_decay_keys``), ``data.color_jitter`` as four factors,
+and knowledge distillation from a fixed teacher (``distill``, ``nas.train.distill``: the loss
+is CE + weight x KD, both parts logged as ``train_ce`` and ``train_kd``).
 
 Data parallel: under ``torchrun`` every process takes ``batch_size / world_size`` images of
 each global batch (``nas.train.data``), gradients are averaged by DDP
@@ -67,7 +72,8 @@ from nas.run.schedules import drop_path_prob, train_lr_factor
 from nas.run.seeds import TRAIN_EPOCH_RNG, stream_seed
 from nas.run.skeleton import Run, autocast, to_device
 from nas.summary import summarize
-from nas.train.data import eval_loader, start_epoch, train_loader
+from nas.train.data import eval_loader, start_epoch, train_loader, with_color_jitter
+from nas.train.distill import DistillError, Teacher, kd_loss, load_teacher
 from nas.train.ema import EMA
 from nas.train.model import (
     NetworkSpec,
@@ -115,6 +121,56 @@ def _schedule(cfg: DictConfig, epochs: int) -> Callable[[int], float]:
     )
 
 
+def _step_schedule(cfg: DictConfig, epochs: int, steps_per_epoch: int) -> Callable[[int], float]:
+    """The recipe's learning-rate factor per step (``optimizer.lr_per_step``): step s of the
+    run trains with the schedule at the fractional epoch s / steps_per_epoch (ProxylessNAS's
+    cosine over epochs x steps, ``search/run_manager.py`` ``_calc_learning_rate``); a warm-up
+    rises linearly per step, (s + 1) / (warmup_epochs x steps_per_epoch)."""
+    opt = cfg.optimizer
+    per_epoch = train_lr_factor(
+        schedule=str(opt.schedule),
+        epochs=epochs,
+        lr=float(opt.lr),
+        lr_min=float(opt.lr_min),
+        gamma=float(opt.gamma),
+        decay_period=int(opt.decay_period),
+        warmup_epochs=0,
+    )
+    warmup_steps = int(opt.warmup_epochs) * steps_per_epoch
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        # the schedules' formulas hold at fractional epochs (a step schedule stays a staircase)
+        return per_epoch(step / steps_per_epoch)  # type: ignore[arg-type]
+
+    return factor
+
+
+def parameter_groups(
+    net: nn.Module, weight_decay: float, exempt: list[str]
+) -> list[dict[str, Any]]:
+    """The optimiser's parameter groups: those named by ``exempt`` without weight decay
+    (``bn``: the weights and biases of normalisation layers; ``bias``: every bias), the rest
+    with ``weight_decay``. ProxylessNAS's ``no_decay_keys`` (``search/run_manager.py``,
+    ``build_optimizer``) picks the same parameters by the names of its layers (``bn``)."""
+    if not exempt:
+        return [{"params": list(net.parameters()), "weight_decay": weight_decay}]
+    norms = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+    skip: set[int] = set()
+    for module in net.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if ("bn" in exempt and isinstance(module, norms)) or (
+                "bias" in exempt and name == "bias"
+            ):
+                skip.add(id(p))
+    params = list(net.parameters())
+    return [
+        {"params": [p for p in params if id(p) not in skip], "weight_decay": weight_decay},
+        {"params": [p for p in params if id(p) in skip], "weight_decay": 0.0},
+    ]
+
+
 def per_rank_batch(batch_size: int, world_size: int, what: str = "batch_size") -> int:
     """The per-process share of a global batch (``nas.distributed.per_rank_batch``)."""
     try:
@@ -138,12 +194,15 @@ def _train_set(cfg: DictConfig) -> Dataset[Any]:
     data = cfg.data
     name = str(data.name)
     if bool(cfg.augment):
+        jitter = data.get("color_jitter", True)
         transform = train_transform(
             name,
             cutout=int(data.get("cutout", 0) or 0),
-            color_jitter=bool(data.get("color_jitter", True)),
+            color_jitter=bool(jitter),
             image_size=data.get("image_size"),
         )
+        if not isinstance(jitter, bool):  # four factors: the recipe's own ColorJitter
+            transform = with_color_jitter(transform, [float(v) for v in jitter])
     else:  # no random augmentation at all (tests, debugging): the evaluation preprocessing
         transform = eval_transform(name, image_size=data.get("image_size"))
     root = data.get("root")
@@ -268,9 +327,10 @@ class TrainRun(Run):
         except (ValueError, FileNotFoundError) as e:
             raise TrainError(str(e)) from None
         self.num_classes = int(info["num_classes"])
-        # Data before the rendezvous: a rank without its data stops now, and torchrun ends the
-        # others, instead of everyone waiting in the first collective.
+        # Data and teacher before the rendezvous: a rank without them stops now, and torchrun
+        # ends the others, instead of everyone waiting in the first collective.
         self._build_data()
+        self.teacher = self._build_teacher(int(info["image_size"]))
 
         D.init_distributed(self.env, self.device)
         resume_state = self.main_then_broadcast(self._resume_state)
@@ -283,6 +343,8 @@ class TrainRun(Run):
         self.final: dict[str, Any] = {}
         self.train_seconds = 0.0
         self._sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=self.device)
+        # the two parts of the loss under distillation: [CE x n, KD x n]
+        self._kd_sums = torch.zeros(2, dtype=torch.float64, device=self.device)
         self._register_state()
         if resume_state is not None:
             self._load(resume_state)
@@ -311,6 +373,26 @@ class TrainRun(Run):
         )
         self.num_train = len(train_set)  # type: ignore[arg-type]
         self.num_test = len(test_set)  # type: ignore[arg-type]
+        # global batches per epoch, whatever the world size: the unit of a per-step schedule
+        self.steps_per_epoch = max(1, math.ceil(self.num_train / int(cfg.batch_size)))
+
+    def _build_teacher(self, image_size: int) -> Teacher | None:
+        """This rank's distillation teacher on its device, or None (``nas.train.distill``)."""
+        distill = self.cfg.get("distill")
+        if distill is None or distill.teacher is None:
+            return None
+        try:
+            return load_teacher(
+                distill,
+                self.cfg.model,
+                num_classes=self.num_classes,
+                image_size=image_size,
+                data_name=str(self.cfg.data.name),
+                device=self.device,
+                channels_last=self.channels_last,
+            )
+        except DistillError as e:
+            raise TrainError(str(e)) from None
 
     def _build_model(self, image_size: int) -> None:
         """The network on the device (NHWC, SyncBatchNorm, EMA, DDP, compile as asked)."""
@@ -348,20 +430,26 @@ class TrainRun(Run):
         self.drop_path = float(cfg.model.drop_path) if self.spec.drop_path else 0.0
 
     def _build_optimiser(self) -> None:
-        """SGD, its per-epoch schedule, the AMP scaler and the losses of the recipe."""
+        """SGD, its schedule (per epoch or per step), the AMP scaler and the recipe's losses."""
         cfg = self.cfg
         opt = cfg.optimizer
+        exempt = [str(k) for k in opt.get("no_weight_decay") or []]
         self.optimizer = torch.optim.SGD(
-            self.net.parameters(),
+            parameter_groups(self.net, float(opt.weight_decay), exempt),
             lr=float(opt.lr),
             momentum=float(opt.momentum),
             weight_decay=float(opt.weight_decay),
             nesterov=bool(opt.nesterov),
             foreach=True,  # one kernel per step for all parameters, not one per tensor
         )
+        self.lr_per_step = bool(opt.get("lr_per_step", False))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, _schedule(cfg, self.epochs)
+            self.optimizer, self._lr_factor(self.epochs)
         )
+        distill = cfg.get("distill")
+        self.kd_weight = float(distill.weight) if self.teacher is not None else 0.0
+        self.kd_temperature = float(distill.temperature) if distill is not None else 1.0
+        self.kd_scale_t2 = bool(distill.scale_t2) if distill is not None else True
         self.grad_clip = float(opt.grad_clip or 0.0)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.amp_dtype == torch.float16
@@ -389,21 +477,35 @@ class TrainRun(Run):
             raise TrainError(str(e)) from None
         return state
 
+    def _lr_factor(self, epochs: int) -> Callable[[int], float]:
+        """The schedule's factor of the ``LambdaLR``'s index: the epoch, or with
+        ``optimizer.lr_per_step`` the step of the run."""
+        if self.lr_per_step:
+            return _step_schedule(self.cfg, epochs, self.steps_per_epoch)
+        return _schedule(self.cfg, epochs)
+
     def _check_resumable(self, state: dict[str, Any]) -> None:
         """``resume=true`` continues the stopped run or nothing: the same values but for the
         result-neutral keys (``nas.run.config``), and ``epochs`` changed only where the epochs
         already started keep their learning rate and drop-path probability."""
+        _fill_keys_added_later(state["config"])
         self.check_same_values(state, neutral=TRAIN_NEUTRAL_KEYS, neutral_words=TRAIN_NEUTRAL_WORDS)
         lr = float(self.cfg.optimizer.lr)
         # a network without drop-path (an NB201 cell) keeps 0; the DARTS networks ramp it
         has_drop_path = family_of(self.genotype).drop_path  # the model is not built yet
         drop_path = float(self.cfg.model.drop_path) if has_drop_path else 0.0
 
+        per_step = bool(self.cfg.optimizer.get("lr_per_step", False))
+        n = self.steps_per_epoch
+
         def settings(total: int, epoch: int) -> dict[str, float]:
-            return {
-                "learning rate": lr * _schedule(self.cfg, total)(epoch),
-                "drop-path probability": drop_path_prob(drop_path, epoch, total),
-            }
+            if per_step:  # the first and the last step of the epoch
+                f = _step_schedule(self.cfg, total, n)
+                rates = {"learning rate": lr * f(epoch * n),
+                         "last-step learning rate": lr * f(epoch * n + n - 1)}  # fmt: skip
+            else:
+                rates = {"learning rate": lr * _schedule(self.cfg, total)(epoch)}
+            return {**rates, "drop-path probability": drop_path_prob(drop_path, epoch, total)}
 
         self.check_epoch_change(state, settings)
 
@@ -438,6 +540,8 @@ class TrainRun(Run):
             "final": dict(self.final),
             "train_seconds": self.train_seconds,
         }
+        if self.teacher is not None:
+            counters["distill_sums"] = D.all_reduce_sum(self._kd_sums.clone()).cpu()
         copies = [self.run_dir / "checkpoints" / "best.pt"] if best else []
         self.checkpointer.save(counters, copies=copies)
 
@@ -449,10 +553,14 @@ class TrainRun(Run):
         self.train_seconds = float(state["train_seconds"])
         if self.main:  # rank 0 carries the sums of the ranks up to the checkpoint
             self._sums.copy_(state["sums"].to(self.device))
+            if self.teacher is not None and "distill_sums" in state:
+                self._kd_sums.copy_(state["distill_sums"].to(self.device))
         if int(state["config"]["epochs"]) != self.epochs:
-            # more epochs: the next epoch's learning rate is the new schedule's (the checkpoint
-            # holds the old one's, e.g. 0 after a finished cosine)
-            follow_new_schedule(self.scheduler, self.epoch)
+            # more epochs: the next epoch's (step's) learning rate is the new schedule's (the
+            # checkpoint holds the old one's, e.g. 0 after a finished cosine)
+            follow_new_schedule(
+                self.scheduler, self.global_step if self.lr_per_step else self.epoch
+            )
 
     # ------------------------------------------------------------------------------ steps
 
@@ -463,12 +571,21 @@ class TrainRun(Run):
         return autocast(self.device, self.amp_dtype)
 
     def _train_step(self, x: Tensor, y: Tensor) -> Tensor:
-        """Forward, backward, clip, optimiser step, EMA; returns the step's loss (on device)."""
+        """Forward, backward, clip, optimiser step, EMA (and with ``lr_per_step`` the schedule);
+        returns the step's loss, and with a teacher [loss, CE part, KD part] (on device)."""
         with self._autocast():
+            # the teacher sees the student's batch, augmentation and all (no gradients)
+            soft = self.teacher.logits(x) if self.teacher is not None else None
             logits, logits_aux = logits_of(self.model(x), self.spec.family)
             loss = self.train_criterion(logits, y)
             if logits_aux is not None:
                 loss = loss + self.aux_weight * self.train_criterion(logits_aux, y)
+            ce = loss
+            if soft is not None:
+                kd = kd_loss(
+                    logits, soft, temperature=self.kd_temperature, scale_t2=self.kd_scale_t2
+                )
+                loss = ce + self.kd_weight * kd
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         if self.grad_clip > 0:
@@ -476,10 +593,16 @@ class TrainRun(Run):
             nn.utils.clip_grad_norm_(self.net.parameters(), self.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.lr_per_step:
+            self.scheduler.step()
         if self.ema is not None:
             self.ema.update(self.net)
         with torch.no_grad():
             self._sums += _batch_sums(loss.detach(), logits.detach(), y)
+            if soft is not None:
+                parts = torch.stack([ce.detach().double(), kd.detach().double()])
+                self._kd_sums += parts * y.shape[0]
+                return torch.cat([loss.detach().double().reshape(1), parts])
         return loss.detach()
 
     def start_line(self) -> str:
@@ -502,6 +625,7 @@ class TrainRun(Run):
         epoch, start = self.epoch, self.step_in_epoch
         if self.start_rng(lambda: stream_seed(self.seed, epoch, self.env.rank, TRAIN_EPOCH_RNG)):
             self._sums.zero_()
+            self._kd_sums.zero_()
         drop = drop_path_prob(self.drop_path, epoch, self.epochs)
         if self.spec.drop_path:
             self.net.drop_path_prob = drop  # type: ignore[assignment]
@@ -516,20 +640,22 @@ class TrainRun(Run):
         sums_at_start = D.all_reduce_sum(self._sums.clone())
         t0 = time.perf_counter()
         for x, y in batches:
+            step_lr = float(self.optimizer.param_groups[0]["lr"])  # lr_per_step: this step's
             loss = self._train_step(*self._to_device(x, y))
             self.step_in_epoch += 1
             self.global_step += 1
-            # one collective per step: the stop flag, and on logging steps the loss
+            # one collective per step: the stop flag, and on logging steps the loss (and parts)
             log_step = self.global_step % int(self.cfg.log_every) == 0
-            summed, stop = self.stop.sum_with_stop(loss.double().reshape(1) if log_step else None)
+            summed, stop = self.stop.sum_with_stop(loss.double().reshape(-1) if log_step else None)
             step_loss = None
             if log_step:
-                step_loss = summed[0] / self.env.world_size
-                self._check_finite({"train_loss": step_loss}, epoch)
+                values = dict(zip(("train_loss", "train_ce", "train_kd"), summed, strict=False))
+                values = {k: v / self.env.world_size for k, v in values.items()}
+                step_loss = values["train_loss"]
+                self._check_finite(values, epoch)
                 if self.logger is not None:
-                    self.logger.log(
-                        "step", epoch=epoch, step=self.global_step, lr=lr, train_loss=step_loss
-                    )
+                    self.logger.log("step", epoch=epoch, step=self.global_step, lr=step_lr,
+                                    **values)  # fmt: skip
             bar.update(1, images=int(x.shape[0]) * self.env.world_size, loss=step_loss)
             if stop:
                 bar.close()
@@ -541,11 +667,17 @@ class TrainRun(Run):
         sums = D.all_reduce_sum(self._sums.clone())
         images = float(sums[3] - sums_at_start[3])
         train = _means(sums, "train")
+        if self.teacher is not None:
+            ce, kd = D.all_reduce_sum(self._kd_sums.clone()).tolist()
+            n = max(float(sums[3]), 1.0)
+            train.update(train_ce=ce / n, train_kd=kd / n)
         self._check_finite(train, epoch)
-        self.scheduler.step()
+        if not self.lr_per_step:
+            self.scheduler.step()
         self.epoch += 1
         self.step_in_epoch = 0
         self._sums.zero_()
+        self._kd_sums.zero_()
 
         entry: dict[str, Any] = {
             "lr": lr,
@@ -606,6 +738,13 @@ class TrainRun(Run):
             f"{self.batch_size}; {self.epochs} epochs on {self.device}",
             flush=True,
         )
+        if self.teacher is not None:
+            print(
+                f"distillation: teacher {self.teacher.description}; loss = CE + "
+                f"{self.kd_weight:g} x KD at temperature {self.kd_temperature:g}"
+                + (" (x T^2)" if self.kd_scale_t2 and self.kd_temperature != 1 else ""),
+                flush=True,
+            )
         ignored = set_on_command_line(
             "model.auxiliary", "model.auxiliary_weight", "model.drop_path"
         )
@@ -628,6 +767,7 @@ class TrainRun(Run):
                 world_size=world,
                 global_batch=int(self.cfg.batch_size),
                 per_rank_batch=self.batch_size,
+                **({"teacher": self.teacher.description} if self.teacher is not None else {}),
             )
             self.logger.text("genotype", str(self.genotype), 0)
 
@@ -640,6 +780,8 @@ class TrainRun(Run):
             f"epoch {epoch + 1}/{self.epochs}  lr {entry['lr']:.4g}  "
             f"train_loss {entry['train_loss']:.4f}  train_top1 {entry['train_top1']:.2f}"
         )
+        if "train_kd" in entry:
+            line += f" (ce {entry['train_ce']:.4f}, kd {entry['train_kd']:.4f})"
         if "test_top1" in entry:
             line += (
                 f"  test_loss {entry['test_loss']:.4f}  test_top1 {entry['test_top1']:.2f}  "
@@ -667,9 +809,30 @@ class TrainRun(Run):
             "final": self.final,
             "best": self.best,
         }
+        if self.teacher is not None:
+            results["teacher"] = self.teacher.description
         if self.main:
             atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         return results
+
+
+# Keys added to configs/train/nas_train.yaml after checkpoints were written, with the values that
+# train as those checkpoints' runs did: a resume fills them in before comparing configs.
+_ADDED_KEYS: dict[str, dict[str, Any]] = {
+    "optimizer": {"no_weight_decay": [], "lr_per_step": False},
+    "distill": {"teacher": None, "weights": None, "weight": 0.0, "temperature": 1.0,
+                "scale_t2": True},
+}  # fmt: skip
+
+
+def _fill_keys_added_later(config: dict[str, Any]) -> None:
+    """A checkpoint's config with the keys added since (``_ADDED_KEYS``) at their neutral
+    values, so that a run stopped before they existed resumes."""
+    for section, keys in _ADDED_KEYS.items():
+        node = config.setdefault(section, {})
+        if isinstance(node, dict):
+            for key, value in keys.items():
+                node.setdefault(key, value)
 
 
 def _batch_sums(loss: Tensor, logits: Tensor, y: Tensor) -> Tensor:
