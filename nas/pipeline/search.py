@@ -270,7 +270,7 @@ class SearchRun(Run):
                 SearchContext(
                     supernet=self.supernet,
                     weight_optimizer=self.weight_optimizer,
-                    grad_clip=float(opt_cfg.grad_clip),
+                    grad_clip=None if opt_cfg.grad_clip is None else float(opt_cfg.grad_clip),
                     autocast_dtype=self.amp_dtype,
                     epochs=self.epochs,
                     steps_per_epoch=epoch_sampler(self.train_loader).num_batches,

@@ -52,7 +52,7 @@ class SearchContext:
 
     supernet: Supernet
     weight_optimizer: torch.optim.SGD
-    grad_clip: float
+    grad_clip: float | None  # the weights' gradient norm clip; None: not clipped
     autocast_dtype: torch.dtype | None = None
     epochs: int | None = None
     steps_per_epoch: int | None = None
@@ -425,7 +425,8 @@ class SearchStrategy(nn.Module, abc.ABC):
         D.all_reduce_grads([*params, *alphas])
         D.all_reduce_grads(mixing)  # each rank's share, summed as the weights' (own dtype)
         clipped = [p for p in [*params, *alphas, *mixing] if p.grad is not None]
-        nn.utils.clip_grad_norm_(clipped, self.ctx.grad_clip, foreach=True)
+        if self.ctx.grad_clip is not None:
+            nn.utils.clip_grad_norm_(clipped, self.ctx.grad_clip, foreach=True)
         for t in [*alphas, *mixing]:  # only their share of the norm is kept (the references
             t.grad = None  # zero them before the architecture step)
         del mixing, weights

@@ -225,7 +225,8 @@ class SNAS(SamplingStrategy):
             p.grad = g
         D.all_reduce_grads(params)
         with_grad = [p for p in params if p.grad is not None]
-        nn.utils.clip_grad_norm_(with_grad, self.ctx.grad_clip, foreach=True)
+        if self.ctx.grad_clip is not None:
+            nn.utils.clip_grad_norm_(with_grad, self.ctx.grad_clip, foreach=True)
         opt.step()
         return metrics
 

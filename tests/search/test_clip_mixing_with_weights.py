@@ -178,3 +178,32 @@ def test_on_in_the_experiments_of_the_references_that_clip_the_mixing_weights():
         for name in on + off:
             cfg = compose("nas_search", overrides=[f"experiment={name}"])
             assert cfg.search.clip_mixing_with_weights is (name in on), name
+
+
+def test_no_clip_takes_the_whole_gradient():
+    """``optimizer.grad_clip: null`` (ProxylessNAS's search does not clip): the SGD step takes
+    the training loss's gradient unscaled, where the clip of the other tests scales it."""
+    net, strategy = _setup(False)
+    strategy.ctx.grad_clip = None
+    batch = _batch()
+    params, g_w, factor = _by_hand(net, strategy, batch, False)
+    assert factor < 1  # a clip at CLIP would have scaled it
+    strategy.weight_step(batch)
+    for p, g in zip(params, g_w):
+        if g is not None:
+            torch.testing.assert_close(p.grad, g, rtol=1e-10, atol=1e-14)
+
+
+def test_a_search_config_may_leave_the_weights_unclipped():
+    from omegaconf import OmegaConf
+
+    from nas.api import search_config
+    from nas.pipeline.search import SearchError
+    from nas.run.config import validate_search_config
+
+    cfg = search_config(experiment="proxylessnas_imagenet")
+    assert cfg.optimizer.grad_clip is None
+    validate_search_config(cfg, SearchError)
+    OmegaConf.update(cfg, "optimizer.grad_clip", 0)
+    with pytest.raises(SearchError, match="a positive float or null"):
+        validate_search_config(cfg, SearchError)
