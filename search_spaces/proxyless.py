@@ -15,6 +15,9 @@ reference's ``ProxylessNASNets`` built from a config (mit-han-lab/proxylessnas
 * feature mix: Conv1x1, BN, ReLU6; global average pooling; a linear classifier (with bias).
 
 Convolutions have no bias; BN momentum 0.1, eps 1e-3 (``bn_param`` of the reference).
+Initialisation as the reference's runs (``--model_init he_fout``, ``init_div_groups`` off:
+``search/utils/my_modules.py``, ``MyNetwork.init_model``, called by ``run_manager.py``):
+``init_he_fout``.
 
 Counting conventions: the reference counts every parameter (``count_parameters``: BN's affine
 parameters and the classifier's bias included) and, as "flops", the multiply-accumulates of its
@@ -26,8 +29,10 @@ counts and MACs at 224x224 equal the reference's exactly (``tests/search_spaces`
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
+import torch
 from torch import Tensor, nn
 
 from search_spaces.genotype import AnyGenotype, ProxylessGenotype
@@ -46,6 +51,25 @@ if TYPE_CHECKING:
 
 BN_MOMENTUM = 0.1
 BN_EPS = 1e-3
+
+
+@torch.no_grad()
+def init_he_fout(net: nn.Module) -> None:
+    """The reference's ``he_fout`` initialisation, module by module: a convolution's weight
+    from N(0, 2 / (k * k * out_channels)) (groups not divided out), batch norm to weight 1 and
+    bias 0, a linear layer's weight from U(-1/sqrt(in), 1/sqrt(in)) and its bias 0."""
+    for m in net.modules():
+        if isinstance(m, nn.Conv2d):
+            n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+            m.weight.normal_(0.0, math.sqrt(2.0 / n))
+        elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d)) and m.affine:
+            m.weight.fill_(1.0)
+            m.bias.zero_()
+        elif isinstance(m, nn.Linear):
+            bound = 1.0 / math.sqrt(m.weight.size(1))
+            m.weight.uniform_(-bound, bound)
+            if m.bias is not None:
+                m.bias.zero_()
 
 
 def _bn(c: int, affine: bool = True, track_running_stats: bool = True) -> nn.BatchNorm2d:
@@ -190,6 +214,7 @@ class ProxylessNetwork(nn.Module):
         self.global_avg_pooling = nn.AdaptiveAvgPool2d(1)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else None
         self.classifier = nn.Linear(widths.head, num_classes)
+        init_he_fout(self)
 
     def features(self, x: Tensor) -> Tensor:
         """The map the pooling reads: the feature-mix layer's output."""

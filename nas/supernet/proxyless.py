@@ -24,7 +24,13 @@ from torch import Tensor, nn
 
 from nas.supernet.mixed_op import MixedOp
 from nas.supernet.network import SUPERNETS, ArchWeights, Supernet
-from search_spaces.proxyless import ConvBNReLU6, MobileBlock, block_shapes, build_mbconv
+from search_spaces.proxyless import (
+    ConvBNReLU6,
+    MobileBlock,
+    block_shapes,
+    build_mbconv,
+    init_he_fout,
+)
 from search_spaces.proxyless_space import CELL_TYPE, FIRST_BLOCK_OP, SKIP_OP, chain_of
 from search_spaces.space import Space, get_space
 
@@ -101,6 +107,7 @@ class ProxylessSupernet(Supernet):
         self.feature_mix_layer = ConvBNReLU6(widths.stages[-1], widths.head, 1, 1)
         self.global_avg_pooling = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(widths.head, num_classes)
+        init_he_fout(self)  # as the reference's run_manager.py initialises the search network
         self._init_masks()
 
     def _init_masks(self) -> None:

@@ -297,3 +297,27 @@ def test_tiny_search_through_the_cli(tmp_path):
     assert record["space"] == "proxyless_cifar" and record["genotype"]["type"] == "proxyless"
     g = parse_genotype(record["text"], space="proxyless_cifar")
     assert isinstance(g, ProxylessGenotype)
+
+
+def test_networks_start_from_the_references_he_fout_initialisation():
+    """Conv weights ~ N(0, 2 / (k*k*out)), BN at (1, 0), the classifier's bias 0, as the
+    reference's ``init_model('he_fout')``: the sample std of the largest conv is close to it."""
+    import math
+
+    import torch
+    from torch import nn
+
+    from search_spaces import resolve_genotype
+    from search_spaces.proxyless import ProxylessNetwork
+
+    torch.manual_seed(0)
+    net = ProxylessNetwork(resolve_genotype("proxyless_mobile"), num_classes=10)
+    mix = net.feature_mix_layer[0]
+    assert isinstance(mix, nn.Conv2d)
+    expected = math.sqrt(2.0 / (mix.kernel_size[0] * mix.kernel_size[1] * mix.out_channels))
+    assert abs(mix.weight.std().item() / expected - 1) < 0.02
+    bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert all(bool((b.weight == 1).all()) and bool((b.bias == 0).all()) for b in bns)
+    assert bool((net.classifier.bias == 0).all())
+    bound = 1 / math.sqrt(net.classifier.in_features)
+    assert net.classifier.weight.abs().max().item() <= bound
