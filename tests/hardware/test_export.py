@@ -1,5 +1,6 @@
 """Export round trips: the ONNX file run by onnxruntime and the TorchScript file loaded back
-give PyTorch's logits (1e-4), for NB201 cells and DARTS genotypes in every input form."""
+give PyTorch's logits (1e-4), for NB201 cells, DARTS genotypes and ProxylessNAS networks, in
+every input form."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def _randomize(model):
             1,
         ),
         ("DARTS_V2", 4, 3),
+        ("proxyless_mobile", 8, 6),  # a released ProxylessNAS network, 1 block a stage
     ],
 )
 def test_onnx_and_torchscript_round_trip(tmp_path, spec, C, layers):
