@@ -24,7 +24,9 @@ a hook that needs a network or a module imports its family's network module
   ``search_spaces.published``'s);
 * its discrete networks (``nas.train``, ``nas.hardware``, ``nas.proxies``): ``network``,
   ``logits``, ``network_types``, ``features``, ``reference_logits``;
-* its latency layout (``nas.hardware.parts``): ``blocks``, ``build_block``, ``layout``.
+* its latency layout (``nas.hardware.parts``): ``blocks``, ``build_block``, ``layout``;
+  ``lookup_keys`` (``nas-profile --import-lut``: a reference lookup table's keys per part);
+  ``allowed_ops`` (``nas.hardware.cost``: the ops a discrete network may hold per edge).
 """
 
 from __future__ import annotations
@@ -173,3 +175,14 @@ class Family(abc.ABC):
         (``layout.add_fixed``) and, per cell type, edge and op, what choosing that op adds
         over every cell of the type (``layout.add_choice``); a size it does not lay out is a
         one-line ``ValueError``."""
+
+    def lookup_keys(self, layout: NetworkLayout, space: Space) -> dict[str, str | None]:
+        """The key of each part of ``layout`` (by ``Part.key``) in the family's reference
+        latency lookup table (``nas-profile --import-lut``); None: a part the reference times
+        inside another part's entry. A family without such a format refuses in one line."""
+        raise ValueError(f"the {self.title} family has no reference latency lookup table to import")
+
+    def allowed_ops(self, space: Space) -> dict[str, list[list[bool]]]:
+        """Per cell type, edge and op, whether a discrete network of ``space`` may hold that op
+        there (the cost model's cheapest network and budgets read it); every op by default."""
+        return {ct: [[True] * len(e.ops) for e in c.edges] for ct, c in space.cells.items()}

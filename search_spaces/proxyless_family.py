@@ -22,6 +22,11 @@ hook that builds or runs one. The space is a chain of 21 searchable MobileNet bl
 * latency layout: the network layer for layer: the stem, the first block, per block and
   candidate the MBConv at its shape (and the shortcut's addition where the block has one),
   the feature mix and the classifier; ``none`` adds nothing.
+* reference lookup table (``lookup_keys``): each part's key in the authors' released latency
+  table (han-cai/files ``proxylessnas/mobile_trim.yaml``, read by mit-han-lab/proxylessnas
+  ``search/utils/latency_estimator.py``): the stem is ``Conv``, the first block and every
+  MBConv choice ``expanded_conv`` (with ``idskip:1`` where the block has its shortcut, whose
+  addition that entry includes), the feature mix ``Conv_1``, pooling and classifier ``Logits``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from search_spaces.proxyless_space import (
     MBCONV_OPS,
     SKIP_OP,
     chain_of,
+    parse_mbconv,
 )
 from search_spaces.space import Space, get_space
 
@@ -194,3 +200,67 @@ class ProxylessFamily(Family):
             h = h_out
         layout.add_fixed("proxyless_mix", widths.stages[-1], widths.head, 1, h, h)
         layout.add_fixed("proxyless_classifier", widths.head, layout.num_classes, 1, h, h)
+
+    def lookup_keys(self, layout: NetworkLayout, space: Space) -> dict[str, str | None]:
+        """Each part's key in the reference's lookup table, as the reference's
+        ``SuperProxylessNASNets.expected_latency`` (``search/models/super_nets/
+        super_proxyless.py``) asks its ``LatencyEstimator.predict`` for them: ``Conv``,
+        ``Conv_1`` and ``Logits`` for the stem, feature mix and classifier, ``expanded_conv``
+        (input and output ``HxWxC``, expansion, kernel, stride, ``idskip``) for the first block
+        and each MBConv choice. A shortcut's ``add`` part maps to None: the ``idskip:1`` entry
+        of its block's MBConv includes it."""
+        from search_spaces.proxyless_space import FIRST_BLOCK_OP
+
+        chain = chain_of(space)
+        keys: dict[str, str | None] = {}
+
+        def put(part: Part, key: str | None) -> None:
+            if keys.setdefault(part.key, key) != key:
+                raise ValueError(
+                    f"part {part.key} stands for two entries of the reference table "
+                    f"({keys[part.key]}, {key}) at this width; import at the reference's width"
+                )
+
+        def hwc(h: int, c: int) -> str:
+            return f"{h}x{h}x{c}"
+
+        def mbconv(part: Part, op: str, idskip: bool) -> str:
+            kernel, expand = parse_mbconv(op)
+            h_out = -(-part.H // part.stride)
+            return (
+                f"expanded_conv-input:{hwc(part.H, part.C_in)}-output:{hwc(h_out, part.C_out)}"
+                f"-expand:{expand}-kernel:{kernel}-stride:{part.stride}-idskip:{int(idskip)}"
+            )
+
+        for part, _ in layout.fixed:
+            h_out = -(-part.H // part.stride)
+            if part.name == "proxyless_stem":
+                put(part, f"Conv-input:{hwc(part.H, part.C_in)}-output:{hwc(h_out, part.C_out)}")
+            elif part.name == "proxyless_first":
+                put(part, mbconv(part, FIRST_BLOCK_OP, False))
+            elif part.name == "proxyless_mix":
+                put(part, f"Conv_1-input:{hwc(part.H, part.C_in)}-output:{hwc(h_out, part.C_out)}")
+            elif part.name == "proxyless_classifier":
+                put(part, f"Logits-input:{hwc(part.H, part.C_in)}-output:{part.C_out}")
+            else:
+                raise ValueError(f"no reference lookup-table entry for the fixed part {part.key}")
+        for i, ops in enumerate(layout.choices[CELL_TYPE]):
+            for k, counted in enumerate(ops):
+                op = chain.edges[i].ops[k]
+                for part, _ in counted:
+                    if part.name == "add":
+                        put(part, None)
+                    elif part.name == op:
+                        put(part, mbconv(part, op, chain.skippable[i]))
+                    else:
+                        raise ValueError(f"no reference lookup-table entry for {part.key}")
+        return keys
+
+    def allowed_ops(self, space: Space) -> dict[str, list[list[bool]]]:
+        """Every op of every block, but ``none`` where the block cannot be skipped."""
+        chain = chain_of(space)
+        return {
+            CELL_TYPE: [
+                [op != SKIP_OP or chain.skippable[e.index] for op in e.ops] for e in chain.edges
+            ]
+        }

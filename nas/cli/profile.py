@@ -12,7 +12,11 @@ with their exact MACs and parameters:
   ``--check`` refuses it if it was measured elsewhere (``--force`` accepts it);
 * ``--calibrate N`` (after profiling, or on an existing table with ``--from TABLE``): measure N
   seeded whole networks and store the correction ``a * sum + b`` that every latency prediction
-  from the table then uses (``nas.hardware.validate.calibrate``).
+  from the table then uses (``nas.hardware.validate.calibrate``);
+* ``nas-profile --import-lut mobile_trim.yaml --space proxyless -o tables/pixel1.json``: a
+  reference lookup table (ProxylessNAS's released per-layer means, ``nas.hardware.lut``) as a
+  latency table of the space's network (by default its ImageNet size: 224x224, 1000 classes),
+  measured elsewhere: its uses here are forced (``cost.force=true``, ...).
 
 The table feeds the search's cost term (``nas-search cost=latency cost.table=...``) and the
 budget selector (``selection=budget``). Every part measured is kept in
@@ -32,15 +36,19 @@ from pathlib import Path
 from nas.cli.errors import check_device, one_line_errors
 from nas.run.disk import atomic_write_text, check_output_file
 from nas.run.signals import StopSignals
+from search_spaces.space import SPACE_NAMES
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="nas-profile", description=__doc__.split("\n\n")[0])
-    p.add_argument("--space", default="nb201", help="nb201, darts, s1..s5 (default nb201)")
+    spaces = ", ".join(SPACE_NAMES)
+    p.add_argument("--space", default="nb201", help=f"{spaces} (default %(default)s)")
     p.add_argument("--C", type=int, help="initial channels (NB201: 16, DARTS: 36)")
     p.add_argument("--layers", type=int, help="NB201: cells per stage N (5); DARTS: cells (20)")
-    p.add_argument("--image-size", type=int, default=32, help="input resolution (32; IN16: 16)")
-    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument(
+        "--image-size", type=int, help="input resolution (32; IN16: 16; --import-lut: 224)"
+    )
+    p.add_argument("--num-classes", type=int, help="classes (10; --import-lut: 1000)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--threads", type=int, help="CPU intra-op threads (default: torch's)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16, float16 (CUDA)")
@@ -69,12 +77,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--calibrate-seed", type=int, default=0, help="seed of the sample (0)")
     p.add_argument("--net-warmup", type=int, default=20, help="untimed calls per network (20)")
     p.add_argument("--net-repeats", type=int, default=50, help="timed calls per network (50)")
+    p.add_argument(
+        "--import-lut", metavar="YAML",
+        help="import a reference latency lookup table (ProxylessNAS's mobile_trim.yaml format)",
+    )  # fmt: skip
+    p.add_argument("--device-name", help="with --import-lut: the device the file was timed on")
     return p.parse_args(argv)
 
 
 def _show(args: argparse.Namespace) -> int:
     # torch and the profiler load after argument parsing: --help and bad options stay instant
-    from nas.hardware.cost import CostModel
+    from nas.hardware.cost import CostModel, allowed_ops, cheapest_cost
     from nas.hardware.table import load_table
 
     table = load_table(args.show, expect="here" if args.check else None, force=args.force)
@@ -84,10 +97,15 @@ def _show(args: argparse.Namespace) -> int:
         f"device {env['device_type']} {env['device_name']}, torch {env['torch']}, "
         f"threads {env['threads']}, dtype {env['dtype']}, channels_last {env['channels_last']}"
     )
+    if proto.get("timer") == "imported":
+        timing = f"latencies imported from {proto.get('source')} (per-layer means)"
+    else:
+        timing = (
+            f"batch {proto['batch']}, {proto['warmup']} warm-up + {proto['repeats']} timed calls"
+        )
     print(
         f"network {net['space']} C={net['C']} layers={net['layers']} "
-        f"{net['image_size']}x{net['image_size']} {net['num_classes']} classes; batch "
-        f"{proto['batch']}, {proto['warmup']} warm-up + {proto['repeats']} timed calls"
+        f"{net['image_size']}x{net['image_size']} {net['num_classes']} classes; {timing}"
     )
     print(f"{'part':<44}{'median ms':>11}{'p10':>9}{'p90':>9}{'M MACs':>10}{'params':>10}")
     for key, e in table.entries.items():
@@ -114,8 +132,9 @@ def _show(args: argparse.Namespace) -> int:
     metrics = ["latency", "flops", "params"] if proto.get("timed", True) else ["flops", "params"]
     for metric in metrics:
         m = CostModel.from_table(table, metric)
-        lo = m.fixed + sum(float(t.min(-1).values.sum()) for t in m.per_op.values())
-        print(f"{metric}: fixed parts {m.fixed:.4f}; cheapest choice of every edge {lo:.4f}")
+        lo = cheapest_cost(m, allowed_ops(m.space))
+        cheapest = "-" if lo is None else f"{lo:.4f}"
+        print(f"{metric}: fixed parts {m.fixed:.4f}; cheapest network {cheapest}")
     return 0
 
 
@@ -150,12 +169,19 @@ def _recorded(args: argparse.Namespace, table: object) -> dict:
 
 
 def _calibrate(args: argparse.Namespace, table: object) -> None:
+    from nas.hardware.lut import is_imported
     from nas.hardware.table import LatencyTable
     from nas.hardware.validate import calibrate
 
     assert isinstance(table, LatencyTable)
     if not table.protocol.get("timed", True):
         raise ValueError("--calibrate needs a timed table (profiled without --no-time)")
+    if is_imported(table) and not args.measurements:
+        raise ValueError(
+            f"{table.source} was imported from a lookup table timed on another device; "
+            "--calibrate times networks on this one (fit one on that device's measurements "
+            "with --measurements instead)"
+        )
     if args.measurements:
         table.calibration = _recorded(args, table)
         _report(table.calibration)
@@ -233,11 +259,49 @@ def _partial_entries(
     return {str(k): dict(v) for k, v in entries.items()}, networks
 
 
+def _import(args: argparse.Namespace) -> int:
+    """``--import-lut``: a reference lookup table as the latency table of ``--space``."""
+    for flag, bad in (("--calibrate", args.calibrate is not None), ("--from", args.source),
+                      ("--no-time", args.no_time)):  # fmt: skip
+        if bad:
+            raise ValueError(f"--import-lut takes no {flag}: the file's latencies are used")
+    check_output_file(args.output, "-o/--output")
+    from nas.hardware.lut import import_lookup_table
+    from nas.hardware.parts import network_layout
+    from search_spaces.families import family_of
+    from search_spaces.space import get_space
+
+    # the family's ImageNet network (the reference tables' size) unless told otherwise
+    family = family_of(get_space(args.space))
+    C0, L0 = family.imagenet_size or family.paper_size
+    layout = network_layout(
+        args.space,
+        C=args.C if args.C is not None else C0,
+        layers=args.layers if args.layers is not None else L0,
+        image_size=args.image_size if args.image_size is not None else 224,
+        num_classes=args.num_classes if args.num_classes is not None else 1000,
+    )
+    table = import_lookup_table(args.import_lut, layout, device_name=args.device_name)
+    path = table.save(args.output)
+    print(
+        f"wrote {path} ({len(table.entries)} parts of {args.space} from {args.import_lut}, "
+        f"{table.environment['device_name']}; its uses here need force: cost.force=true, "
+        "selection.force=true)"
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(args)
     if not args.output:
         raise ValueError("-o/--output is required: the table file to write")
+    if args.import_lut:
+        return _import(args)
+    if args.device_name:
+        raise ValueError("--device-name names the device of an --import-lut file")
+    args.image_size = 32 if args.image_size is None else args.image_size
+    args.num_classes = 10 if args.num_classes is None else args.num_classes
     if args.measurements:
         if not args.source:
             raise ValueError("--measurements needs --from TABLE: the table those runs used")

@@ -2,12 +2,14 @@
 
 Hardware-aware differentiable NAS (ProxylessNAS, Cai et al., ICLR 2019; FBNet, Wu et al., CVPR
 2019; NNI's profiler penalties): ``parts`` cuts a discrete network into the pieces a latency
-table holds, ``profiler`` measures them, ``table`` stores them keyed by device and software,
-``cost`` turns a table into the expected cost of a supernet's mixing weights (a term of the
-architecture loss) and into budget-constrained selection.
+table holds, ``profiler`` measures them (``lut`` imports a reference lookup table of them),
+``table`` stores them keyed by device and software, ``cost`` turns a table into the expected
+cost of a supernet's mixing weights (a term of the architecture loss) and into
+budget-constrained selection.
 """
 
 from nas.hardware.cost import CostModel, CostObjective, budget_argmax_genotype
+from nas.hardware.lut import import_lookup_table
 from nas.hardware.parts import NetworkLayout, Part, network_layout
 from nas.hardware.table import LatencyTable, environment, load_table
 
@@ -19,6 +21,7 @@ __all__ = [
     "Part",
     "budget_argmax_genotype",
     "environment",
+    "import_lookup_table",
     "load_table",
     "network_layout",
 ]

@@ -306,11 +306,24 @@ def _decisions(model: CostModel, w: dict[str, Tensor]) -> list[list[Option]]:
     return out
 
 
+def allowed_ops(space: str) -> dict[str, Tensor]:
+    """Per cell type, bool ``[edges, ops]``: the ops a discrete network of ``space`` may hold
+    on each edge (``Family.allowed_ops``; e.g. a block that cannot be skipped has no ``none``)."""
+    sp = get_space(space)
+    return {
+        ct: torch.tensor(rows, dtype=torch.bool)
+        for ct, rows in family_of(sp).allowed_ops(sp).items()
+    }
+
+
 def cheapest_cost(model: CostModel, allowed: dict[str, Tensor]) -> float | None:
     """The table cost of the cheapest network that uses only ``allowed`` ops (cell type ->
     bool [edges, ops]); None if no network does."""
+    family = allowed_ops(model.space)
     w = {
-        ct: torch.zeros(t.shape, dtype=torch.float64).masked_fill(~t.cpu(), float("-inf"))
+        ct: torch.zeros(t.shape, dtype=torch.float64).masked_fill(
+            ~(t.cpu() & family[ct]), float("-inf")
+        )
         for ct, t in allowed.items()
     }
     try:
@@ -338,6 +351,9 @@ def budget_argmax_genotype(
     w = {ct: v.detach().double().cpu() for ct, v in weights.items()}
     if masks is not None:
         w = {ct: v.masked_fill(~masks[ct].cpu(), float("-inf")) for ct, v in w.items()}
+    # the ops the family never lets a discrete network hold (whatever the masks say)
+    family = allowed_ops(model.space)
+    w = {ct: v.masked_fill(~family[ct], float("-inf")) for ct, v in w.items()}
     tol = 1e-9 * max(1.0, abs(budget))
     decisions = _decisions(model, w)
     for i, opts in enumerate(decisions):
@@ -387,8 +403,7 @@ def load_budget(
     )
     model = CostModel.from_table(loaded, metric)
     # before the search: a budget no network of the table meets would only be found after it
-    every_op = {ct: torch.ones(t.shape, dtype=torch.bool) for ct, t in model.per_op.items()}
-    cheapest = cheapest_cost(model, every_op)
+    cheapest = cheapest_cost(model, allowed_ops(model.space))
     if cheapest is not None and float(budget) < cheapest - 1e-9 * max(1.0, abs(float(budget))):
         raise _too_small(model, float(budget), cheapest)
     return model, float(budget)
