@@ -13,7 +13,14 @@ import torch
 from torch import Tensor, nn
 
 from nas.supernet.mixed_op import MixedOp
-from nas.supernet.network import SUPERNETS, ArchWeights, SharedReLU, Supernet, add_scaled
+from nas.supernet.network import (
+    SUPERNETS,
+    ArchWeights,
+    SharedReLU,
+    Supernet,
+    add_scaled,
+    refuse_options,
+)
 from search_spaces.nb201 import ResNetBasicblock
 from search_spaces.space import CellSpace, Space, get_space
 
@@ -151,12 +158,8 @@ def build(
     lastact: bool | None,
     pool_bn: bool | None,
 ) -> Supernet:
-    given = [k for k, v in (("lastact", lastact), ("pool_bn", pool_bn)) if v is not None]
-    if given:
-        raise ValueError(
-            f"space.{given[0]} is an option of the DARTS-style supernet; the {space.name} "
-            "supernet always has BN + ReLU before the pooling and no BN after pools: remove it"
-        )
+    has = "always has BN + ReLU before the pooling and no BN after pools"
+    refuse_options(space.name, has, lastact=lastact, pool_bn=pool_bn)
     return NB201Supernet(
         space=space,
         C=C,

@@ -211,6 +211,17 @@ def add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tensor
 SUPERNETS: dict[str, Callable[..., Supernet]] = {}
 
 
+def refuse_options(space_name: str, has: str, **options: object) -> None:
+    """A builder's one-line refusal of the layout options (``space.<key>``, not None) that
+    its supernet does not have; ``has`` says what it has instead."""
+    given = [k for k, v in options.items() if v is not None]
+    if given:
+        raise ValueError(
+            f"space.{given[0]} is not an option of the {space_name} supernet, which {has}: "
+            "remove it"
+        )
+
+
 def build_supernet(
     space: str,
     *,

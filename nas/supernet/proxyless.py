@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from nas.supernet.mixed_op import MixedOp
-from nas.supernet.network import SUPERNETS, ArchWeights, Supernet
+from nas.supernet.network import SUPERNETS, ArchWeights, Supernet, refuse_options
 from search_spaces.proxyless import (
     ConvBNReLU6,
     MobileBlock,
@@ -185,12 +185,8 @@ def build(
     lastact: bool | None,
     pool_bn: bool | None,
 ) -> Supernet:
-    given = [k for k, v in (("lastact", lastact), ("pool_bn", pool_bn)) if v is not None]
-    if given:
-        raise ValueError(
-            f"space.{given[0]} is an option of the DARTS-style supernet; the {space.name} "
-            "supernet has the ProxylessNAS head (feature mix, pooling, classifier): remove it"
-        )
+    has = "has the ProxylessNAS head (feature mix, pooling, classifier)"
+    refuse_options(space.name, has, lastact=lastact, pool_bn=pool_bn)
     # ``stem`` (from the data's image size) is not read: the space fixes its layout;
     # ``layers``: the searchable blocks kept (21: all; 16, 11, 6 or 1..4: a depth per stage)
     net = ProxylessSupernet(
