@@ -22,7 +22,7 @@ from nas.supernet.network import (
     refuse_options,
 )
 from search_spaces.nb201 import ResNetBasicblock
-from search_spaces.space import CellSpace, Space, get_space
+from search_spaces.space import CellSpace, Space
 
 
 class NB201SearchCell(nn.Module):
@@ -86,9 +86,7 @@ class NB201Supernet(Supernet):
         track_running_stats: bool = True,
     ) -> None:
         super().__init__()
-        self.space = get_space(space) if isinstance(space, str) else space
-        if self.space.family != self.family:
-            raise ValueError(f"NB201Supernet needs the nb201 space, got {self.space.name!r}")
+        self.space = self.own_space(space)
         if C < 1 or N < 1 or num_classes < 1:
             raise ValueError(f"C, N and num_classes must be positive, got {C}, {N}, {num_classes}")
         self.C, self.N, self.num_classes = C, N, num_classes

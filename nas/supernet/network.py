@@ -39,6 +39,7 @@ class Supernet(nn.Module):
     """Common interface: the space, op masks, partial channels and ``forward(x, weights)``."""
 
     space: Space
+    family: str  # the space family a subclass searches (``Space.family``)
     # PC-DARTS's edge normalisation (nas.search.components.pc_darts): cell type -> [edges]
     edge_weights: Callable[[], dict[str, Tensor]] | None = None
     # Whether an unmasked op whose weight is exactly zero still runs (see ``active_ops``):
@@ -46,6 +47,16 @@ class Supernet(nn.Module):
     # op while their weights can be exactly zero (SDARTS's clip, SNAS's low temperatures);
     # strategies of one-hot samples keep it off (GDAS, ReinMax: their zeros are ops not drawn)
     zero_weight_ops_run: bool = False
+
+    def own_space(self, space: Space | str) -> Space:
+        """``space`` (a name or a ``Space``), refused in one line unless of ``self.family``."""
+        resolved = get_space(space) if isinstance(space, str) else space
+        if resolved.family != self.family:
+            raise ValueError(
+                f"{type(self).__name__} needs a space of the {self.family} family, got "
+                f"{resolved.name!r} (of the {resolved.family} family)"
+            )
+        return resolved
 
     def current_edge_weights(self) -> dict[str, Tensor] | None:
         return None if self.edge_weights is None else self.edge_weights()

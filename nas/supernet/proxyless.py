@@ -32,7 +32,7 @@ from search_spaces.proxyless import (
     init_he_fout,
 )
 from search_spaces.proxyless_space import CELL_TYPE, FIRST_BLOCK_OP, SKIP_OP, chain_of
-from search_spaces.space import Space, get_space
+from search_spaces.space import Space
 
 
 class MBConvMixedOp(MixedOp):
@@ -84,11 +84,7 @@ class ProxylessSupernet(Supernet):
         track_running_stats: bool = True,
     ) -> None:
         super().__init__()
-        self.space = get_space(space) if isinstance(space, str) else space
-        if self.space.family != self.family:
-            raise ValueError(
-                f"ProxylessSupernet needs a ProxylessNAS space, got {self.space.name!r}"
-            )
+        self.space = self.own_space(space)
         if C < 1 or num_classes < 1:
             raise ValueError(f"C and num_classes must be positive, got {C}, {num_classes}")
         chain = chain_of(self.space)
