@@ -11,6 +11,11 @@ architecture step plus a weight step (forward, backward, optimiser step each), a
     python experiments/benchmarks/search_step.py --only nb201-darts1 --only nb201-gdas \
         --only nb201-rsws                              # the sampling strategies' speed rows
 
+Throughput: each of our rows also gives its step's FLOPs (counted once, forward and backward of
+the convolutions and products: ``throughput.py``), the rate at the step's median time in GFLOP/s
+and that rate as a share of the machine's nominal FP32 peak (estimated from ``/proc/cpuinfo`` and
+printed with its reckoning; ``--peak-gflops`` gives it).
+
 GDAS and RS-WS rows (and any strategy of ``WHOLE_STEP``) time ``strategy.step`` whole, in the
 "arch step" column: GDAS takes its weight step first and RS-WS has no architecture step.
 
@@ -60,6 +65,7 @@ from reference_runs import (  # noqa: E402
     rss_mib,
 )
 from reference_runs import search_step as reference_search_step  # noqa: E402
+from throughput import nominal_peak_gflops, step_flops  # noqa: E402
 
 SETTINGS = {
     # name: (space, C, layers, strategy, order, K, batch, reference images/s, reference peak MiB)
@@ -214,6 +220,7 @@ def run_one(
         torch.cuda.reset_peak_memory_stats(device)
     times = time_steps(arch_step, weight_step, batch, channels_last, steps, warmup, device)
     peak = peak_rss_mib()
+    flops = count_flops(arch_step, weight_step, batch, channels_last, device)
     gpu_peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.startswith("cuda") else 0.0
     return {
         "setting": name,
@@ -222,10 +229,47 @@ def run_one(
         "device": device,
         "amp": amp,
         **times,
+        "step_gflop": flops / 1e9,
+        "gflops_per_s": flops / 1e9 / times["search_step_s"],
         "peak_rss_mib": peak,
         "peak_rss_delta_mib": peak - base_rss,
         "peak_device_mib": gpu_peak,
     }
+
+
+def count_flops(
+    arch_step: Callable[[Any, Any], None],
+    weight_step: Callable[[Any], None],
+    batch: int,
+    channels_last: bool,
+    device: str = "cpu",
+) -> float:
+    """The FLOPs of one whole search step (architecture and weight step, forward and backward;
+    ``throughput.step_flops``), counted once after the timing on fresh batches of the row's
+    shape."""
+    import torch
+
+    def batch_() -> tuple[Any, Any]:
+        x = torch.randn(batch, 3, 32, 32, device=device)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, torch.randint(0, 10, (batch,), device=device)
+
+    tb, vb = batch_(), batch_()
+
+    def one_step() -> None:
+        arch_step(tb, vb)
+        weight_step(tb)
+
+    return step_flops(one_step)
+
+
+def throughput_cells(r: dict[str, Any], peak: float | None) -> str:
+    """``GFLOP / step | GFLOP/s | share of peak`` of one of our rows."""
+    if "gflops_per_s" not in r:
+        return "- | - | -"
+    share = f"{100 * r['gflops_per_s'] / peak:.1f} %" if peak else "-"
+    return f"{r['step_gflop']:.1f} | {r['gflops_per_s']:.1f} | {share}"
 
 
 def run_reference(
@@ -289,11 +333,13 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
         f"{args.rounds} rounds, alternating fresh processes; {args.threads} threads; "
         f"{args.warmup} warm-up + {args.steps} timed steps per process"
     )
+    peak = _peak(args)
     print(
         "| setting | batch | run | search step s best | median | images/s | "
-        "peak RSS delta MiB | ours vs this: speed | memory |"
+        "peak RSS delta MiB | ours vs this: speed | memory | GFLOP / step | GFLOP/s | "
+        "share of peak |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.only or list(SETTINGS):
         ref = REFERENCE_OF.get(name, "")
         if ref not in roots:
@@ -320,12 +366,31 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
             if label != "ours" and "error" not in ours:
                 speed = f"{row['median'] / ours['median']:.2f}x"
                 memory = f"{ours['memory'] / row['memory']:.2f}x"
+            # the rate at the median round: our step's FLOPs over its median time
+            rate = "- | - | -"
+            if label == "ours":
+                flops = statistics.median(r["step_gflop"] for r in rs)
+                rated = {"step_gflop": flops, "gflops_per_s": flops / row["median"]}
+                rate = throughput_cells(rated, peak)
             print(
                 f"| {name} | {SETTINGS[name][6]} | {label} | {row['best']:.2f} | "
                 f"{row['median']:.2f} | {SETTINGS[name][6] / row['median']:.2f} | "
-                f"{row['memory']:.0f} | {speed} | {memory} |",
+                f"{row['memory']:.0f} | {speed} | {memory} | {rate} |",
                 flush=True,
             )
+
+
+def _peak(args: argparse.Namespace) -> float | None:
+    """The nominal peak GFLOP/s the shares are taken of (printed with how it was reckoned)."""
+    if args.peak_gflops is not None:
+        print(f"nominal peak: {args.peak_gflops:g} GFLOP/s (--peak-gflops)")
+        return float(args.peak_gflops)
+    if args.device != "cpu":
+        print("nominal peak: unknown for a GPU (pass --peak-gflops for the share of peak)")
+        return None
+    peak, how = nominal_peak_gflops(args.threads)
+    print(f"nominal peak: {peak or 0:.0f} GFLOP/s ({how})")
+    return peak
 
 
 def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -361,6 +426,9 @@ def main() -> None:
     parser.add_argument("--C", type=int, help="override every setting's initial channels")
     parser.add_argument("--layers", type=int, help="override every setting's cells (NB201: N)")
     parser.add_argument("--batch", type=int, help="override every setting's batch size")
+    parser.add_argument(
+        "--peak-gflops", type=float, help="the machine's nominal peak (default: estimated)"
+    )
     add_reference_args(parser)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--reference-child", help=argparse.SUPPRESS)
@@ -400,12 +468,13 @@ def main() -> None:
     if roots:
         side_by_side(args, roots)
         return
+    peak = _peak(args)
     print(
         "| setting | batch | arch step s | weight step s | search step s | images/s | "
         "reference images/s | speed-up | peak RSS MiB | reference peak MiB | NHWC | "
-        "first step s |"
+        "first step s | GFLOP / step | GFLOP/s | share of peak |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * 15 + "|")
     for name in args.only or list(SETTINGS):
         cmd = [sys.executable, __file__, "--child", name, "--steps", str(args.steps)]
         cmd += ["--warmup", str(args.warmup), "--channels-last", args.channels_last]
@@ -419,7 +488,7 @@ def main() -> None:
             f"| {name} | {SETTINGS[name][6]} | {r['arch_step_s']:.2f} | {r['weight_step_s']:.2f} | "
             f"{r['search_step_s']:.2f} | {r['images_per_s']:.2f} | {ref_ips or '-'} | "
             f"{ratio} | {r['peak_rss_mib']:.0f} | {ref_mem or '-'} | {r['channels_last']} | "
-            f"{r['first_step_s']:.1f} |",
+            f"{r['first_step_s']:.1f} | {throughput_cells(r, peak)} |",
             flush=True,
         )
 
