@@ -23,6 +23,10 @@ reference runs one per op: 12 of the same 3 tensors per NB201 cell, 56 of 5 per 
 ReLU backward per state, and one saved copy. ``share_relu = False`` (set by the proxies, whose
 hooks watch the ReLU modules) runs every op's own ReLU instead.
 
+Fused ops (``nas.supernet.fused``, the NB201 cells): ``given`` maps op indices to outputs the
+cell has already computed, one convolution for the ops of every edge that reads the same state;
+those ops are mixed from there instead of being run.
+
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
 run at all (the reference multiplies ``none``'s zeros and every other output by its weight);
 under ``Supernet.zero_weight_ops_run`` (SDARTS, SNAS) an unmasked op of weight zero runs and is
@@ -343,6 +347,10 @@ class MixedOp(nn.Module):
         # the forward without autograd and kept until the backward ("two", "full")
         self.gate_probe_recompute = False
 
+    def running_ops(self, active_O: list[bool]) -> list[int]:
+        """The indices of the ops this forward runs: active and not ``none``."""
+        return [k for k in range(len(self.ops)) if active_O[k] and self._runnable[k]]
+
     def wants_relu(self, active_O: list[bool]) -> bool:
         """Whether an op this forward runs starts with a ReLU of the input that the cell can
         share (``relu_x`` of ``forward``); full-width edges only."""
@@ -362,10 +370,12 @@ class MixedOp(nn.Module):
         active_O: list[bool],
         acc: Tensor | None = None,
         relu_x: Tensor | None = None,
+        given: dict[int, Tensor] | None = None,
     ) -> Tensor | None:
         """``acc + sum_k weights_O[k] * op_k(x)`` over the active ops; ``relu_x``, if given,
-        is ``relu(x)`` for the ops that start with one (``wants_relu``)."""
-        out = self._mixed(x, weights_O, active_O, acc, relu_x)
+        is ``relu(x)`` for the ops that start with one (``wants_relu``); ``given``: op index
+        -> ``op_k(x)`` already computed (fused by the cell; full-width edges only)."""
+        out = self._mixed(x, weights_O, active_O, acc, relu_x, given)
         if self.unselected_scalars and weights_O.requires_grad:
             out = self.add_unselected_scalars(x, weights_O, active_O, out)
         if self.gate_probe and out is not None and weights_O.requires_grad:
@@ -417,23 +427,28 @@ class MixedOp(nn.Module):
         active_O: list[bool],
         acc: Tensor | None,
         relu_x: Tensor | None = None,
+        given: dict[int, Tensor] | None = None,
     ) -> Tensor | None:
-        ops = [k for k in range(len(self.ops)) if active_O[k] and self._runnable[k]]
+        ops = self.running_ops(active_O)
         if self.aux is not None and self.aux_scale != 0:
             extra = self.aux(x) * self.aux_scale
             acc = extra if acc is None else acc + extra
         if self.k == 1:
             if not ops:
                 return acc
-            ys = [
-                op.after_relu(relu_x)
-                if relu_x is not None and isinstance(op, RELU_FIRST)
-                else op(x)
-                for op in (self.ops[k] for k in ops)
-            ]
+            ys: list[Tensor] = []
+            for k in ops:
+                op = self.ops[k]
+                if given is not None and k in given:
+                    ys.append(given[k])
+                elif relu_x is not None and isinstance(op, RELU_FIRST):
+                    ys.append(op.after_relu(relu_x))
+                else:
+                    ys.append(op(x))
             return weighted_sum(acc, weights_O, ops, ys)
         # PC-DARTS: the ops see the first C/K channels, the rest bypass them; the weighted sum,
         # the bypass, the shuffle and the node's running sum are written in one pass
+        assert not given, "fused op outputs are for full-width edges (K = 1) only"
         x_op, x_bypass = _SplitChannels.apply(x, self.C // self.k)
         ys = [self.ops[k](x_op) for k in ops]
         if self.stride == 2:

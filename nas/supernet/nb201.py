@@ -5,6 +5,13 @@ family's other hooks are ``search_spaces.nb201_family``'s). Dong & Yang, ICLR 20
 ``TinyNetwork`` layout with searchable cells (BN without affine parameters that tracks running
 statistics, ``affine=False, track_running_stats=True`` as the search models of DARTS-PT and
 DrNAS, so eval mode normalises with them; no BN after pools) and ResNet-block reductions.
+
+Fused convolutions (``fuse``, ``nas.supernet.fused``): the ``nor_conv_3x3`` ops of all the edges
+that read one state run as one convolution and one batch norm, and so do their ``nor_conv_1x1``
+ops; the per-op modules keep their parameters, and the results are the same to float rounding.
+Off by default: on the 2-core CPU of ``docs/performance.md`` it measured slower (the convolutions
+take as long fused, and the edges then read channel slices); ``NB201Supernet(fuse=True)`` or
+``supernet.fuse = True`` turns it on.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from nas.supernet.fused import FusedOutputs, fused_outputs
 from nas.supernet.mixed_op import MixedOp
 from nas.supernet.network import (
     SUPERNETS,
@@ -26,7 +34,13 @@ from search_spaces.space import CellSpace, Space
 
 
 class NB201SearchCell(nn.Module):
-    """A searchable NAS-Bench-201 cell: node j sums the mixed ops of edges from all i < j."""
+    """A searchable NAS-Bench-201 cell: node j sums the mixed ops of edges from all i < j.
+
+    ``fuse``: the ReLU-conv-BN ops that run on the edges leaving one state are computed
+    together, one convolution per kernel size (``nas.supernet.fused``), when the state is
+    first read."""
+
+    fuse = False
 
     def __init__(
         self, cell: CellSpace, C: int, partial_channels: int, track_running_stats: bool
@@ -34,6 +48,9 @@ class NB201SearchCell(nn.Module):
         super().__init__()
         self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
         self.edge_src = [e.src for e in cell.edges]
+        self.edges_from = {
+            n: [e.index for e in cell.edges if e.src == n] for n in {e.src for e in cell.edges}
+        }
         self.ops = nn.ModuleList(
             MixedOp(
                 C,
@@ -56,18 +73,33 @@ class NB201SearchCell(nn.Module):
         nodes = [x]
         relu = SharedReLU(nodes)
         w_E = weights_EO.unbind(0)
+        fused: FusedOutputs = {}
+        fused_states: set[int] = set()
         for edges in self.edges_into:
             node: Tensor | None = None
             for e in edges:
                 src, op = self.edge_src[e], self.ops[e]
+                if self.fuse and src not in fused_states:  # the state's first reader
+                    fused_states.add(src)
+                    fused.update(self._fused(src, relu, active))
                 r = relu.of(op, src, active[e])
+                given = fused.pop(e, None)
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = op(nodes[src], w_E[e], active[e], None, r)
+                    out = op(nodes[src], w_E[e], active[e], None, r, given)
                     node = add_scaled(node, out, edge_weights_E[e])
                     continue
-                node = op(nodes[src], w_E[e], active[e], node, r)
+                node = op(nodes[src], w_E[e], active[e], node, r, given)
             nodes.append(torch.zeros_like(x) if node is None else node)
         return nodes[-1]
+
+    def _fused(self, src: int, relu: SharedReLU, active: list[list[bool]]) -> FusedOutputs:
+        """The fused ops' outputs of the edges leaving state ``src`` (edge -> op -> output)."""
+        edges = []
+        for e in self.edges_from[src]:
+            op = self.ops[e]
+            assert isinstance(op, MixedOp)
+            edges.append((e, op, active[e]))
+        return fused_outputs(edges, lambda e: relu.of(self.ops[e], src, active[e]))
 
 
 class NB201Supernet(Supernet):
@@ -84,6 +116,7 @@ class NB201Supernet(Supernet):
         num_classes: int = 10,
         partial_channels: int = 1,
         track_running_stats: bool = True,
+        fuse: bool = False,
     ) -> None:
         super().__init__()
         self.space = self.own_space(space)
@@ -108,6 +141,20 @@ class NB201Supernet(Supernet):
         self.global_pooling = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(C_prev, num_classes)
         self._init_masks()
+        self.fuse = fuse
+
+    @property
+    def fuse(self) -> bool:
+        """Whether the cells fuse the convolutions of the edges that read one state."""
+        return all(c.fuse for c in self.cells if isinstance(c, NB201SearchCell))
+
+    @fuse.setter
+    def fuse(self, on: bool) -> None:
+        if not isinstance(on, bool):
+            raise ValueError(f"fuse must be true or false, got {on!r}")
+        for c in self.cells:
+            if isinstance(c, NB201SearchCell):
+                c.fuse = on
 
     def first_cell_of(self, cell_type: str) -> int:
         return 0
