@@ -2,9 +2,9 @@
 
 Operations (``ops``), spaces as data (``space``), genotypes (``genotype``), published genotypes
 (``published``), the discrete networks genotypes compile to (``darts``, ``nb201``,
-``proxyless``), and the space families that the later stages ask instead of naming one
-(``family``: the hooks; ``darts_family``, ``nb201_family``, ``proxyless_family``; the registry
-``families``), with the latency layout of their
+``proxyless``, ``fbnet``), and the space families that the later stages ask instead of naming one
+(``family``: the hooks; ``darts_family``, ``nb201_family``, ``proxyless_family``,
+``fbnet_family``; the registry ``families``), with the latency layout of their
 networks (``layout``).
 This package imports only torch, so a published genotype retrains without any search code;
 genotypes, spaces and published names do not even import torch (``OPS`` and ``build_op`` load
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from search_spaces.genotype import (
     AnyGenotype,
     DartsGenotype,
+    FBNetGenotype,
     Genotype,
     NB201Genotype,
     ProxylessGenotype,
@@ -48,6 +49,7 @@ __all__ = [
     "CellSpace",
     "DartsGenotype",
     "Edge",
+    "FBNetGenotype",
     "Genotype",
     "NB201Genotype",
     "ProxylessGenotype",

@@ -9,7 +9,9 @@ subclass in a module of its own, registered here in ``FAMILIES``:
 * ``nb201`` (``search_spaces.nb201_family``; Dong & Yang, ICLR 2020): the space ``nb201``,
   whose discrete network is ``TinyNetwork``;
 * ``proxyless`` (``search_spaces.proxyless_family``; Cai et al., ICLR 2019): the spaces
-  ``proxyless`` and ``proxyless_cifar``, whose discrete network is ``ProxylessNetwork``.
+  ``proxyless`` and ``proxyless_cifar``, whose discrete network is ``ProxylessNetwork``;
+* ``fbnet`` (``search_spaces.fbnet_family``; Wu et al., CVPR 2019): the spaces ``fbnet`` and
+  ``fbnet_cifar``, whose discrete network is ``FBNetNetwork``.
 
 The later stages never name a family: they ask ``family_of`` (a space, a genotype or a family
 name), ``family_of_network`` (a discrete network) or ``indexed_family`` (what a bare number
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from search_spaces.darts_family import DartsFamily
 from search_spaces.family import Family, NetworkSpec
+from search_spaces.fbnet_family import FBNetFamily
 from search_spaces.nb201_family import NB201Family
 from search_spaces.proxyless_family import ProxylessFamily
 
@@ -42,7 +45,9 @@ __all__ = [
 ]
 
 # The registration of every family, in order: the first is what a caller that names none gets.
-FAMILIES: dict[str, Family] = {f.name: f for f in (DartsFamily(), NB201Family(), ProxylessFamily())}
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (DartsFamily(), NB201Family(), ProxylessFamily(), FBNetFamily())
+}
 FAMILY_OF_NETWORK: dict[str, Family] = {n: f for f in FAMILIES.values() for n in f.networks}
 
 

@@ -15,6 +15,9 @@ First stage of the pipeline (``search_spaces``), and the contract between ``nas.
 * ``ProxylessGenotype`` (Cai et al., ICLR 2019): one op per searchable block of the ProxylessNAS
   chain (an MBConv, or ``none``: skipped), and a released network's own widths if it has them;
   its text form is ``proxyless:3x3_MBConv3-none-...[@32-16-...]``.
+* ``FBNetGenotype`` (Wu et al., CVPR 2019): one op per searchable block of FBNet's chain (a
+  block ``kKeE[g2]``, or ``skip``), and the last conv's width where it is not the space's 1984
+  (FBNet-A's 1504); its text form is ``fbnet:k3e1-skip-...[@1504]``.
 
 Each class answers for its family: its structure (``cell_types``, ``edges``, ``output_nodes``,
 ``validate``), its drawing (``drawing``, ``node_label``, ``cell_title``, ``layout``), and its
@@ -35,6 +38,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeGuard, Union
 
+from search_spaces.fbnet_space import BASE_HEAD as FBNET_HEAD
+from search_spaces.fbnet_space import CELL_TYPE as FBNET_CELL_TYPE
+from search_spaces.fbnet_space import SKIP_OP as FBNET_SKIP
+from search_spaces.fbnet_space import chain_of as fbnet_chain
 from search_spaces.op_names import OP_NAMES as OPS
 from search_spaces.proxyless_space import chain_of as proxyless_chain
 from search_spaces.space import Space, get_space
@@ -482,6 +489,16 @@ class NB201Genotype:
         return {"type": "nb201", "arch": format_genotype(self)}
 
 
+def _two_rows(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
+    """Positions of a drawn chain's nodes: two rows, left to right, then right to left."""
+    names = [n for n, _ in nodes]
+    row = (len(names) + 1) // 2
+    return {
+        n: (2.0 * i, 1.0) if i < row else (2.0 * (2 * row - 1 - i), -1.0)
+        for i, n in enumerate(names)
+    }
+
+
 @dataclass(frozen=True)
 class ProxylessGenotype:
     """A ProxylessNAS network: the op of each searchable block of the chain, in order
@@ -511,12 +528,7 @@ class ProxylessGenotype:
     @staticmethod
     def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
         """The chain in two rows, left to right, then right to left."""
-        names = [n for n, _ in nodes]
-        row = (len(names) + 1) // 2
-        return {
-            n: (2.0 * i, 1.0) if i < row else (2.0 * (2 * row - 1 - i), -1.0)
-            for i, n in enumerate(names)
-        }
+        return _two_rows(nodes)
 
     def __post_init__(self) -> None:
         ops = tuple(self.ops) if isinstance(self.ops, (list, tuple)) else None
@@ -641,10 +653,157 @@ class ProxylessGenotype:
         return data
 
 
-AnyGenotype = Union[DartsGenotype, NB201Genotype, ProxylessGenotype]  # noqa: UP007 (a runtime alias)
-GenotypeType = Union[type[DartsGenotype], type[NB201Genotype], type[ProxylessGenotype]]  # noqa: UP007
+@dataclass(frozen=True)
+class FBNetGenotype:
+    """An FBNet network: the op of each searchable block of FBNet's chain, in order
+    (``search_spaces.fbnet_space``: a block ``kKeE`` / ``kKe1g2``, or ``skip`` where the block
+    keeps its shape), and the width of the last 1x1 conv where it is not the space's 1984
+    (FBNet-A's 1504; None: the space's, which is also what a given 1984 is kept as)."""
+
+    ops: tuple[str, ...]
+    head: int | None = None
+
+    family: ClassVar[str] = "fbnet"
+    space_name: ClassVar[str] = "fbnet"
+    cell_types: ClassVar[tuple[str, ...]] = (FBNET_CELL_TYPE,)
+    input_nodes: ClassVar[tuple[int, ...]] = (0,)
+    keeps_every_edge: ClassVar[bool] = True  # every block, `skip` an op like the others
+    figure_size: ClassVar[tuple[float, float]] = (14.0, 3.6)  # drawing: see DartsGenotype
+    long_edge_label_at: ClassVar[float] = 0.5
+
+    @staticmethod
+    def node_label(node: int) -> str:
+        return str(node)
+
+    @staticmethod
+    def cell_title(cell_type: str) -> str:
+        return "FBNet blocks"
+
+    @staticmethod
+    def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
+        """The chain in two rows, left to right, then right to left."""
+        return _two_rows(nodes)
+
+    def __post_init__(self) -> None:
+        ops = tuple(self.ops) if isinstance(self.ops, (list, tuple)) else None
+        if ops is None or not all(isinstance(op, str) for op in ops):
+            raise ValueError(f"an FBNet genotype needs a list of op names, got {self.ops!r}")
+        object.__setattr__(self, "ops", ops)
+        if self.head is not None:
+            if isinstance(self.head, bool) or not isinstance(self.head, int) or self.head < 1:
+                raise ValueError(
+                    f"FBNet last-conv width {self.head!r}: expected a positive channel count"
+                )
+            if self.head == FBNET_HEAD:  # the space's own: the genotype carries none
+                object.__setattr__(self, "head", None)
+        self.validate()
+
+    def validate(self, space: Space | None = None) -> None:
+        """One op per block of the space's chain, each a candidate of its block; ``skip`` only
+        where the block keeps its shape (stride 1, equal widths)."""
+        if space is not None and space.family != self.family:
+            raise ValueError(
+                f"an FBNet genotype cannot be used with space {space.name!r}; expected an "
+                "FBNet space (fbnet, fbnet_cifar)"
+            )
+        chain = fbnet_chain(space or get_space(self.space_name))
+        if len(self.ops) != chain.num_edges:
+            raise ValueError(
+                f"an FBNet genotype has one op per searchable block: expected "
+                f"{chain.num_edges} ops, got {len(self.ops)}"
+            )
+        for i, op in enumerate(self.ops):
+            allowed = chain.edges[i].ops
+            if op not in allowed:
+                raise ValueError(
+                    f"FBNet block {i}: unknown operation {op!r}; expected one of "
+                    f"{', '.join(allowed)}"
+                )
+            if op == FBNET_SKIP and not chain.skippable[i]:
+                raise ValueError(
+                    f"FBNet block {i}: 'skip' is not allowed there: only a block of stride 1 "
+                    "with equal input and output widths can be skipped"
+                )
+
+    def _check_cell_type(self, cell_type: str) -> None:
+        if cell_type != FBNET_CELL_TYPE:
+            raise ValueError(
+                f"an FBNet genotype has one cell type {FBNET_CELL_TYPE!r}, not {cell_type!r}"
+            )
+
+    def edges(self, cell_type: str = FBNET_CELL_TYPE) -> list[tuple[str, int, int]]:
+        """The chain's edges ``(op, i, i + 1)``, one per block (``skip`` ones included)."""
+        self._check_cell_type(cell_type)
+        return [(op, i, i + 1) for i, op in enumerate(self.ops)]
+
+    def output_nodes(self, cell_type: str = FBNET_CELL_TYPE) -> tuple[int, ...]:
+        """The last block's output."""
+        self._check_cell_type(cell_type)
+        return (len(self.ops),)
+
+    def drawing(
+        self, cell_type: str = FBNET_CELL_TYPE
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
+        """``(nodes, edges)`` of the chain as drawn (see ``DartsGenotype.drawing``)."""
+        self._check_cell_type(cell_type)
+        names = [str(i) for i in range(len(self.ops) + 1)]
+        kinds = ["input", *(["node"] * (len(self.ops) - 1)), "output"]
+        edges: list[tuple[str, str, str | None]] = [
+            (names[i], names[j], op) for op, i, j in self.edges()
+        ]
+        return list(zip(names, kinds)), edges
+
+    # ---- text and JSON forms (see DartsGenotype): ``fbnet:`` and the ops joined by ``-``,
+    # then ``@`` and the last conv's width where it is not 1984; no character a shell or a
+    # Hydra override treats specially
+    text_start: ClassVar[str | None] = "fbnet:"
+    shell_text: ClassVar[tuple[str, str] | None] = None  # passes a shell as typed
+
+    def text(self) -> str:
+        """``fbnet:k3e1-skip-...[@1504]``."""
+        head = "" if self.head is None else f"@{self.head}"
+        return "fbnet:" + "-".join(self.ops) + head
+
+    @classmethod
+    def from_text(cls, text: str) -> FBNetGenotype:
+        s = text.strip()
+        example = "'fbnet:k3e1-skip-...' (one op per block), optionally '@1504' (last conv)"
+        if not s.startswith(cls.text_start or ""):
+            raise ValueError(f"malformed FBNet genotype {text!r}; expected {example}")
+        body, at, head = s[len("fbnet:") :].partition("@")
+        if not body or any(not op for op in body.split("-")):
+            raise ValueError(f"malformed FBNet genotype {text!r}; expected {example}")
+        if at and not re.fullmatch(r"[1-9]\d*", head):
+            raise ValueError(
+                f"malformed FBNet last-conv width {head!r}; expected a channel count, e.g. '@1504'"
+            )
+        return cls(tuple(body.split("-")), int(head) if at else None)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FBNetGenotype:
+        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
+        if not isinstance(data.get("ops"), list):
+            raise ValueError('malformed genotype JSON: an fbnet genotype needs "ops": [op, ...]')
+        return cls(tuple(data["ops"]), data.get("head"))
+
+    def __str__(self) -> str:
+        return format_genotype(self)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": "fbnet", "ops": list(self.ops)}
+        if self.head is not None:
+            data["head"] = self.head
+        return data
+
+
+AnyGenotype = Union[  # noqa: UP007 (a runtime alias)
+    DartsGenotype, NB201Genotype, ProxylessGenotype, FBNetGenotype
+]
+GenotypeType = Union[  # noqa: UP007
+    type[DartsGenotype], type[NB201Genotype], type[ProxylessGenotype], type[FBNetGenotype]
+]
 GENOTYPE_TYPES: dict[str, GenotypeType] = {
-    g.family: g for g in (DartsGenotype, NB201Genotype, ProxylessGenotype)
+    g.family: g for g in (DartsGenotype, NB201Genotype, ProxylessGenotype, FBNetGenotype)
 }  # space family -> its genotype class
 
 

@@ -14,7 +14,7 @@ hook that builds or runs one. The space is a chain of 21 searchable MobileNet bl
 * published networks by name (``search_spaces.published``): the authors' released GPU, CPU,
   mobile and 1.4x mobile networks; none by number. FBNet-A/B/C (Wu et al., CVPR 2019), whose
   blocks this space cannot express (grouped convs with a shuffle, expansion 1, other stages),
-  are networks of the family by name only: ``search_spaces.proxyless_fbnet.fbnet_network``.
+  are the published networks of a family of their own (``search_spaces.fbnet_family``).
 * network: ``ProxylessNetwork`` (``C``: the stem width at multiplier 1, 32; the size word
   ``blocks``: the searchable blocks kept, 21 in the reference, or 16, 11, 6 for 3, 2, 1 per
   stage), which returns the logits; no auxiliary head, no drop-path. ImageNet-sized data

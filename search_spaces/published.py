@@ -9,16 +9,20 @@ verbatim and parsed on first use, so the parser is exercised on the real referen
 ProxylessNAS's released networks (Cai et al., ICLR 2019; han-cai/files ``proxylessnas/*.config``:
 ``proxyless_gpu``, ``proxyless_cpu``, ``proxyless_mobile``, ``proxyless_mobile_14``) are their
 block choices and widths (``search_spaces.proxyless_space.PUBLISHED_BLOCKS``) in this toolkit's
-text form.
+text form; so are FBNet-A, -B and -C (Wu et al., CVPR 2019; facebookresearch/mobile-vision
+``mobile_cv/arch/fbnet_v2/fbnet_modeldef_cls_fbnet.py``: ``fbnet_a``, ``fbnet_b``, ``fbnet_c``),
+their block ops and last-conv widths (``search_spaces.fbnet_space.FBNET_BLOCKS``).
 """
 
 from __future__ import annotations
 
 from functools import cache
 
+from search_spaces.fbnet_space import FBNET_BLOCKS
 from search_spaces.genotype import (
     AnyGenotype,
     DartsGenotype,
+    FBNetGenotype,
     ProxylessGenotype,
     is_genotype,
     parse_darts_genotype,
@@ -96,9 +100,18 @@ PUBLISHED_TEXT: dict[str, str] = {
 
 # The published networks of the other families by name (``published_names`` lists the DARTS
 # cells above): ProxylessNAS's released networks (han-cai/files ``proxylessnas/*.config``) in
-# this toolkit's text form, read off the configs in search_spaces.proxyless_space
+# this toolkit's text form, read off the configs in search_spaces.proxyless_space; FBNet-A, -B
+# and -C, read off mobile-vision's definitions in search_spaces.fbnet_space (their blocks' ops,
+# and the last conv's width: FBNet-A's 1504 as ``@1504``)
 NETWORK_TEXT: dict[str, str] = {
-    name: ProxylessGenotype(ops, widths).text() for name, (ops, widths) in PUBLISHED_BLOCKS.items()
+    **{
+        name: ProxylessGenotype(ops, widths).text()
+        for name, (ops, widths) in PUBLISHED_BLOCKS.items()
+    },
+    **{
+        name: FBNetGenotype(tuple(op for op, _, _ in blocks), head).text()
+        for name, (blocks, head) in FBNET_BLOCKS.items()
+    },
 }
 
 
@@ -108,7 +121,8 @@ def published_names() -> list[str]:
 
 
 def published_networks() -> list[str]:
-    """The names of the other families' published networks (``proxyless_mobile``, ...)."""
+    """The names of the other families' published networks (``proxyless_mobile``, ``fbnet_a``,
+    ...)."""
     return list(NETWORK_TEXT)
 
 

@@ -14,6 +14,9 @@ hard-codes a cell:
 * ``proxyless`` / ``proxyless_cifar`` (ProxylessNAS, Cai et al., ICLR 2019): one cell type
   ``blocks``, a chain of 21 searchable MobileNet blocks (edge i: node i -> i + 1), 6 MBConvs and
   ``none`` (skip the block) on each; their data is ``search_spaces.proxyless_space``'s.
+* ``fbnet`` / ``fbnet_cifar`` (FBNet, Wu et al., CVPR 2019): one cell type ``fbnet_blocks``, a
+  chain of 22 searchable blocks (edge i: node i -> i + 1), FBNet's 8 blocks and ``skip`` on
+  each; their data is ``search_spaces.fbnet_space``'s.
 
 Architecture tensors index edges in ``CellSpace.edges`` order and ops in ``Edge.ops`` order.
 """
@@ -164,10 +167,13 @@ SPACE_NAMES: tuple[str, ...] = (
     "nb201",
     "proxyless",  # ProxylessNAS's block chain (search_spaces.proxyless_space), ImageNet
     "proxyless_cifar",  # the same chain laid out for 32x32 inputs
+    "fbnet",  # FBNet's block chain (search_spaces.fbnet_space), ImageNet
+    "fbnet_cifar",  # the same chain laid out for 32x32 inputs
 )
 
 # The spaces whose data is a family's own module, which registers their builder here when it is
-# imported (search_spaces.proxyless_space; the package's __init__ imports it through genotype)
+# imported (search_spaces.proxyless_space, search_spaces.fbnet_space; the package's __init__
+# imports them through genotype)
 SPACE_BUILDERS: dict[str, Callable[[str], Space]] = {}
 
 

@@ -249,7 +249,10 @@ def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninter
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["space=darts9"], "unknown space 'darts9'; expected one of darts, nb201, proxyless"),
+        (
+            ["space=darts9"],
+            "unknown space 'darts9'; expected one of darts, fbnet, fbnet_cifar, nb201",
+        ),
         (["search=enas"], "unknown search 'enas'; expected one of darts"),
         (["epochs=-1"], "epochs must be an int >= 0, got -1"),
         (["batch_size=abc"], "batch_size must be a positive int, got 'abc'"),

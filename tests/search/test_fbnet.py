@@ -20,8 +20,8 @@ from nas.search.sampling import gumbel
 from nas.supernet import build_supernet
 from search_spaces import SPACE_NAMES, get_space
 
-LAYERS = {"nb201": 1, "darts": 3, "proxyless": 21}
-SPACES = [s for s in ("nb201", "darts", "proxyless_cifar") if s in SPACE_NAMES]
+LAYERS = {"nb201": 1, "darts": 3, "proxyless": 21, "fbnet": 22}
+SPACES = [s for s in ("nb201", "darts", "proxyless_cifar", "fbnet_cifar") if s in SPACE_NAMES]
 
 
 def _setup(space="nb201", epochs=None, **kwargs):

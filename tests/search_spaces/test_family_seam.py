@@ -62,6 +62,7 @@ ALLOWED_FILES: dict[str, str] = {
     ),
     "nas/supernet/nb201.py": "the NB201 family's supernet (as nas/supernet/darts.py)",
     "nas/supernet/proxyless.py": "the ProxylessNAS family's supernet (as nas/supernet/darts.py)",
+    "nas/supernet/fbnet.py": "the FBNet family's supernet (as nas/supernet/darts.py)",
 }
 
 

@@ -153,27 +153,6 @@ def test_released_networks_have_the_reference_counts(name):
     assert spec.family == "ProxylessNetwork" and family_of_network(net) is family
 
 
-# FBNet (mobile-vision): every parameter (biases, BN included), and conv MACs by forward hooks;
-# mobile-vision's own counter: 4,270,288 / 4,766,672 / 5,525,424 conv weights and 244,526,360 /
-# 291,101,640 / 378,233,440 "flops" (the pooling's 1504 or 1984 x 49 added)
-FBNET = {
-    "fbnet_a": (4_321_232, 244_452_664, 4_270_288),
-    "fbnet_b": (4_818_216, 291_004_424, 4_766_672),
-    "fbnet_c": (5_592_784, 378_136_224, 5_525_424),
-}
-
-
-@pytest.mark.parametrize("name", list(FBNET))
-def test_fbnet_networks_have_the_reference_counts(name):
-    from search_spaces.proxyless_fbnet import fbnet_network
-
-    net = fbnet_network(name)
-    conv_weights = sum(m.weight.numel() for m in net.modules() if isinstance(m, torch.nn.Conv2d))
-    assert (count_parameters(net), count_macs(net, (3, 224, 224)), conv_weights) == FBNET[name]
-    with pytest.raises(ValueError, match="unknown FBNet network 'fbnet_d'"):
-        fbnet_network("fbnet_d")
-
-
 def test_network_blocks_shortcuts_and_bn():
     net, _ = family_of(MOBILE).network(MOBILE, C=32, layers=21, num_classes=1000, image_size=224)
     blocks = net.blocks

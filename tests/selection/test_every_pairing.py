@@ -34,7 +34,8 @@ SPACES = [
     min((n for n in SPACE_NAMES if get_space(n).family == f), key=_candidates) for f in FAMILIES
 ]
 # the smallest supernet of each family (DARTS-style: two reduction cells need 3 cells)
-LAYERS = {"darts": 3, "nb201": 1, "proxyless": 1}  # ProxylessNAS: depth 1 (one block a stage)
+# ProxylessNAS and FBNet: depth 1 (one block a stage)
+LAYERS = {"darts": 3, "nb201": 1, "proxyless": 1, "fbnet": 1}
 # settings that keep the known selectors to seconds; a new selector runs with its defaults
 FAST = {
     "pt": ["selection.proj_intv=0", "selection.num_val_batches=1"],
