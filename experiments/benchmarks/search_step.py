@@ -368,7 +368,7 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
                 memory = f"{ours['memory'] / row['memory']:.2f}x"
             # the rate at the median round: our step's FLOPs over its median time
             rate = "- | - | -"
-            if label == "ours":
+            if label == "ours" and all("step_gflop" in r for r in rs):
                 flops = statistics.median(r["step_gflop"] for r in rs)
                 rated = {"step_gflop": flops, "gflops_per_s": flops / row["median"]}
                 rate = throughput_cells(rated, peak)
@@ -382,10 +382,11 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
 
 def _peak(args: argparse.Namespace) -> float | None:
     """The nominal peak GFLOP/s the shares are taken of (printed with how it was reckoned)."""
-    if args.peak_gflops is not None:
-        print(f"nominal peak: {args.peak_gflops:g} GFLOP/s (--peak-gflops)")
-        return float(args.peak_gflops)
-    if args.device != "cpu":
+    given = getattr(args, "peak_gflops", None)  # absent where a caller builds its own namespace
+    if given is not None:
+        print(f"nominal peak: {given:g} GFLOP/s (--peak-gflops)")
+        return float(given)
+    if getattr(args, "device", "cpu") != "cpu":
         print("nominal peak: unknown for a GPU (pass --peak-gflops for the share of peak)")
         return None
     peak, how = nominal_peak_gflops(args.threads)
