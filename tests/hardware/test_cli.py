@@ -83,6 +83,7 @@ def test_search_with_cost_and_budget(tmp_path, table_path):
         "nas.cli.search", *TINY, "epochs=1", "eval=false", "cost=latency",
         f"cost.table={table_path}", f"cost.target={dearest / 2}", "cost.form=add_linear",
         "selection=budget", f"selection.table={table_path}", f"selection.budget={budget}",
+        "selection.measure=false",  # the table budget; timing: test_budget_measured.py
         f"hydra.run.dir={run}",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -328,6 +328,7 @@ def test_search_with_cost_and_budget_on_the_chain(tmp_path, cifar_table):
         f"cost.table={cifar_table}", f"cost.target={max(2.0, dearest / 2)}",
         "cost.form=add_linear", "selection=budget", f"selection.table={cifar_table}",
         f"selection.budget={budget}", f"hydra.run.dir={run}",
+        "selection.measure=false",  # the table budget; timing: test_budget_measured.py
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     genotype = genotype_from_json(json.loads((run / "genotype.json").read_text())["genotype"])
