@@ -142,8 +142,10 @@ def _run_one(method: str, seed: int, args: argparse.Namespace, table: Path,
         (folder / "study_seconds.txt").write_text(f"{time.perf_counter() - t0:.1f}\n")
         lines.append(proc.stdout.strip().splitlines()[-1])
     if not (folder / "retrain" / "results.json").is_file():
-        proc = subprocess.run(train_command(method, seed, out), cwd=REPO, env=env,
-                              capture_output=True, text=True)  # fmt: skip
+        cmd = train_command(method, seed, out)
+        if (folder / "retrain" / "checkpoints" / "last.pt").is_file():
+            cmd.append("resume=true")  # an interrupted retraining continues
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{method} seed {seed} retraining failed:\n{proc.stderr[-3000:]}")
         lines.append(proc.stdout.strip().splitlines()[-1])
