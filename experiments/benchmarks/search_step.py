@@ -84,11 +84,20 @@ SETTINGS = {
     "nb201-rsws": ("nb201", 16, 5, "rsws", 1, 1, 64, None, None),
     "darts-gdas": ("darts", 16, 8, "gdas", 1, 1, 64, None, None),
     "darts-rsws": ("darts", 16, 8, "rsws", 1, 1, 64, None, None),
+    # the 32x32 MobileNet-style chain at a quarter width (experiments/proxyless): all paths
+    # (DARTS, FBNet's relaxed Gumbel-softmax) against ProxylessNAS's sampled paths
+    "chain-darts1": ("proxyless_cifar", 8, 21, "darts", 1, 1, 64, None, None),
+    "chain-fbnet": ("proxyless_cifar", 8, 21, "fbnet", 1, 1, 64, None, None),
+    "chain-proxylessnas": ("proxyless_cifar", 8, 21, "proxylessnas", 1, 1, 64, None, None),
 }
 
 # strategies whose step is not "architecture step, then weight step": the whole step is timed
-# (GDAS: weight step first; RS-WS: a weight step only; SNAS: one joint step)
-WHOLE_STEP = {"gdas", "reinmax", "rsws", "snas"}
+# (GDAS: weight step first; RS-WS: a weight step only; SNAS, FBNet: one joint step;
+# ProxylessNAS: a weight step on one sampled path, then the gates' step on two)
+WHOLE_STEP = {"fbnet", "gdas", "proxylessnas", "reinmax", "rsws", "snas"}
+
+# steps counted for the FLOPs of a sampling strategy's step (their mean)
+FLOP_SAMPLES = 8
 
 # setting -> the reference code it is compared with (``--reference-root NAME=PATH``)
 REFERENCE_OF = {
@@ -220,7 +229,9 @@ def run_one(
         torch.cuda.reset_peak_memory_stats(device)
     times = time_steps(arch_step, weight_step, batch, channels_last, steps, warmup, device)
     peak = peak_rss_mib()
-    flops = count_flops(arch_step, weight_step, batch, channels_last, device)
+    # a sampling strategy's step runs other paths each time: the mean over several steps
+    samples = min(steps, FLOP_SAMPLES) if SETTINGS[name][3] in WHOLE_STEP else 1
+    flops = count_flops(arch_step, weight_step, batch, channels_last, device, samples)
     gpu_peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.startswith("cuda") else 0.0
     return {
         "setting": name,
@@ -243,10 +254,11 @@ def count_flops(
     batch: int,
     channels_last: bool,
     device: str = "cpu",
+    samples: int = 1,
 ) -> float:
     """The FLOPs of one whole search step (architecture and weight step, forward and backward;
-    ``throughput.step_flops``), counted once after the timing on fresh batches of the row's
-    shape."""
+    ``throughput.step_flops``), counted after the timing on fresh batches of the row's shape:
+    the mean over ``samples`` steps (more than one for strategies that sample paths)."""
     import torch
 
     def batch_() -> tuple[Any, Any]:
@@ -261,7 +273,7 @@ def count_flops(
         arch_step(tb, vb)
         weight_step(tb)
 
-    return step_flops(one_step)
+    return statistics.mean(step_flops(one_step) for _ in range(samples))
 
 
 def throughput_cells(r: dict[str, Any], peak: float | None) -> str:

@@ -16,6 +16,7 @@ the estimate where the machine's figure is known.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -57,13 +58,29 @@ def nominal_peak_gflops(threads: int) -> tuple[float | None, str]:
     return peak, how
 
 
+def conv_backward_flops(args: tuple, out: Any) -> int:
+    """FLOPs of ``aten.convolution_backward``: each gradient asked for (``output_mask``: input,
+    weight) costs what the forward convolution costs, ``2 * outputs * weight[1:]`` (groups are
+    in the weight's shape). torch's own formula ignores ``groups`` for the weight gradient and
+    so counts a depthwise convolution's backward ``channels`` times over."""
+    grad_out, x, weight = args[0], args[1], args[2]
+    transposed, output_mask = args[7], args[10]
+    per_output = 2 * math.prod(weight.shape[1:])
+    forward = per_output * (x.numel() if transposed else grad_out.numel())
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
 def step_flops(step: Callable[[], Any]) -> float:
     """The FLOPs of one call of ``step`` (forward and backward; convolutions and products), by
-    torch's FLOP formulas (``torch.utils.flop_counter.flop_registry``) on every dispatched op.
-    A dispatch mode of its own: ``FlopCounterMode``'s module tracker hooks the backward, which
-    ``torch.autograd.grad`` (the architecture steps) does not allow."""
+    torch's FLOP formulas (``torch.utils.flop_counter.flop_registry``) on every dispatched op,
+    the convolution backward by ``conv_backward_flops``. A dispatch mode of its own:
+    ``FlopCounterMode``'s module tracker hooks the backward, which ``torch.autograd.grad``
+    (the architecture steps) does not allow."""
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
+
+    conv_backward = torch.ops.aten.convolution_backward
 
     class Counter(TorchDispatchMode):
         total = 0
@@ -71,6 +88,9 @@ def step_flops(step: Callable[[], Any]) -> float:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
+            if func._overloadpacket is conv_backward and not kwargs:
+                self.total += conv_backward_flops(args, out)
+                return out
             formula = flop_registry.get(func._overloadpacket)
             if formula is not None:
                 self.total += formula(*args, **kwargs, out_val=out)
