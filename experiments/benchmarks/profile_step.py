@@ -7,6 +7,7 @@ time each takes without its children) and a summary by kind: convolution forward
 batch norm, elementwise and pooling, copies and layout changes, the rest.
 
     python experiments/benchmarks/profile_step.py --only nb201-darts1
+    python experiments/benchmarks/profile_step.py --only nb201-darts1 --amp bf16
     python experiments/benchmarks/profile_step.py --only nb201-darts1 \
         --reference-root darts-pt=/tmp/refs/darts-pt --reference-channels-last
 
@@ -73,6 +74,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="override the setting's batch size")
     parser.add_argument("--reference-root", nargs="+", metavar="NAME=PATH")
     parser.add_argument("--reference-channels-last", action="store_true")
+    parser.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                        help="ours under autocast")  # fmt: skip
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1 or args.top < 1:
         raise SystemExit(
@@ -100,8 +103,8 @@ def main() -> None:
         who = f"reference ({ref}{', channels_last' if channels_last else ''})"
     else:
         channels_last = k == 1 if args.channels_last == "auto" else args.channels_last == "true"
-        arch_step, weight_step = build_ours(args.only, channels_last)
-        who = f"ours ({'NHWC' if channels_last else 'NCHW'})"
+        arch_step, weight_step = build_ours(args.only, channels_last, amp=args.amp)
+        who = f"ours ({'NHWC' if channels_last else 'NCHW'}, amp {args.amp})"
 
     def batch_() -> tuple[Any, Any]:
         x = torch.randn(batch, 3, 32, 32)

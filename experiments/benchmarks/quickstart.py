@@ -7,6 +7,9 @@ NAS-Bench-201 index and its CIFAR-10 / CIFAR-100 / ImageNet16-120 test accuracie
 mean and spread of the accuracies. The README's quickstart table comes from these runs.
 
     python experiments/benchmarks/quickstart.py --seeds 0 1 2 3 4
+    python experiments/benchmarks/quickstart.py --seeds 0 1 2 --out outputs/bench_bf16 amp=bf16
+
+Overrides after the options are passed to every ``nas-search`` (``amp=bf16``: bf16 autocast).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("outputs/bench_quickstart"))
+    parser.add_argument("overrides", nargs="*", help="nas-search overrides for every seed")
     args = parser.parse_args()
 
     from nas.bench import NB201
@@ -44,6 +48,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
         cmd = [sys.executable, "-m", "nas.cli.search", f"seed={seed}", f"hydra.run.dir={run_dir}"]
+        cmd += args.overrides
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - t0
         record = json.loads((run_dir / "genotype.json").read_text())

@@ -310,6 +310,26 @@ def test_a_step_under_bf16_autocast_gives_float32_weight_gradients(k):
     assert float(g.abs().sum()) > 0
 
 
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_the_mixing_weight_gradient_of_half_precision_outputs_is_summed_in_float32(layout):
+    """A mixing weight's gradient is a dot product of two bf16 tensors of a million elements
+    (an NB201 edge at batch 64): taken in float32 it is the float64 sum of the same bf16
+    values to float32 rounding (bf16's own dot rounds it to 8 bits)."""
+    from nas.supernet.mixed_op import weighted_sum
+
+    g = torch.Generator().manual_seed(0)
+    ys = [
+        torch.randn(64, 16, 32, 32, generator=g).bfloat16().contiguous(memory_format=layout)
+        for _ in range(2)
+    ]
+    w = torch.tensor([0.3, 0.7], requires_grad=True)
+    upstream = torch.randn(64, 16, 32, 32, generator=g).bfloat16().contiguous(memory_format=layout)
+    weighted_sum(None, w, [0, 1], ys).backward(upstream)
+    exact = torch.stack([(upstream.double() * y.double()).sum() for y in ys])
+    assert w.grad is not None and w.grad.dtype == torch.float32
+    torch.testing.assert_close(w.grad.double(), exact, rtol=1e-5, atol=1e-3)
+
+
 # ---------------------------------------------------------- ops of weight zero (issue 31)
 
 
