@@ -104,7 +104,8 @@ def main() -> None:
     else:
         channels_last = k == 1 if args.channels_last == "auto" else args.channels_last == "true"
         arch_step, weight_step = build_ours(args.only, channels_last, amp=args.amp)
-        who = f"ours ({'NHWC' if channels_last else 'NCHW'}, amp {args.amp})"
+        amp = "" if args.amp == "none" else f", amp {args.amp}"
+        who = f"ours ({'NHWC' if channels_last else 'NCHW'}{amp})"
 
     def batch_() -> tuple[Any, Any]:
         x = torch.randn(batch, 3, 32, 32)
