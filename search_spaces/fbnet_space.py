@@ -38,15 +38,18 @@ the last conv's included, by ``C / 16`` and rounds it as mobile-vision's ``FBNet
 ``blocks`` (``layers``) is the number of searchable blocks a network keeps, 22 in the paper;
 17, 12 or 7 keep the first 3, 2 or 1 blocks of each stage (a number up to 4 is read as that
 depth per stage); the blocks left out could all be skipped, so such a network is the full chain
-with them skipped.
+with them skipped. What every chain space shares (the checks, depths and block shapes of
+``FBNetChain``) is ``search_spaces.chain``'s.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
-from search_spaces.space import SPACE_BUILDERS, CellSpace, Edge, Space
+from search_spaces.chain import ChainCell, build_chain, chain_cell_of, chain_space
+from search_spaces.space import SPACE_BUILDERS, Space
 
 FAMILY = "fbnet"
 CELL_TYPE = "fbnet_blocks"
@@ -110,65 +113,17 @@ class Widths:
 
 
 @dataclass(frozen=True)
-class FBNetChain(CellSpace):
-    """The searchable blocks as a chain cell, with the layout of the network they sit in.
-
-    ``widths`` / ``depths`` / ``strides``: per stage; ``skippable``: per block (stride 1 and
-    equal widths); ``stem_stride``: 2 on ImageNet, 1 on CIFAR. Widths are at multiplier 1."""
+class FBNetChain(ChainCell):
+    """The searchable blocks as a chain cell (``search_spaces.chain.ChainCell``), entered at the
+    stem's width."""
 
     stem_width: int = BASE_STEM
-    widths: tuple[int, ...] = ()
-    depths: tuple[int, ...] = ()
-    strides: tuple[int, ...] = ()
     head_width: int = BASE_HEAD
-    stem_stride: int = 2
-    image_size: int = 224  # the input the layout is made for
-    skippable: tuple[bool, ...] = ()
 
-    def __post_init__(self) -> None:
-        # the chain's own check (CellSpace's checks ops against the cell spaces' op names)
-        for e in self.edges:
-            if e.ops != FBNET_OPS:
-                raise ValueError(f"block {e.index}: ops {e.ops}; expected {FBNET_OPS}")
-        if not (len(self.widths) == len(self.depths) == len(self.strides)):
-            raise ValueError("an FBNet chain needs one width, depth and stride per stage")
-        if len(self.skippable) != len(self.edges) or sum(self.depths) != len(self.edges):
-            raise ValueError("an FBNet chain needs one edge and one skippable flag per block")
-
-    @property
-    def max_depth(self) -> int:
-        """The most blocks a stage has (4): the depth of the full chain."""
-        return max(self.depths)
-
-    def kept(self, depth: int) -> tuple[bool, ...]:
-        """Per block, whether a network of ``depth`` (at most that many blocks per stage) has
-        it: each stage keeps its first ``depth`` blocks; those it drops could all be skipped."""
-        if (
-            isinstance(depth, bool)
-            or not isinstance(depth, int)
-            or not 1 <= depth <= self.max_depth
-        ):
-            raise ValueError(
-                f"an FBNet network keeps 1 to {self.max_depth} blocks per stage (depth); "
-                f"got depth={depth!r}"
-            )
-        return tuple(i < depth for d in self.depths for i in range(d))
-
-    def depth_of(self, blocks: int) -> int:
-        """The depth (blocks kept per stage) of a network that keeps ``blocks`` searchable
-        blocks: 7, 12, 17 or 22 for depth 1 to 4; a number up to 4 is read as the depth itself.
-        A one-line ValueError for any other number."""
-        totals = {sum(min(d, n) for n in self.depths): d for d in range(1, self.max_depth + 1)}
-        if isinstance(blocks, int) and not isinstance(blocks, bool):
-            if 1 <= blocks <= self.max_depth:
-                return blocks
-            if blocks in totals:
-                return totals[blocks]
-        raise ValueError(
-            f"an FBNet network keeps {', '.join(map(str, totals))} searchable blocks "
-            f"(1 to {self.max_depth} per stage; 1 to {self.max_depth} also reads as that "
-            f"depth); got blocks={blocks!r}"
-        )
+    chain_ops: ClassVar[tuple[str, ...]] = FBNET_OPS
+    skip_op: ClassVar[str] = SKIP_OP
+    a_chain: ClassVar[str] = "an FBNet chain"
+    a_network: ClassVar[str] = "an FBNet network"
 
     def widths_at(self, C: int, head: int | None = None) -> Widths:
         """The widths at ``C`` (multiplier ``C / 16``), the last conv ``head`` wide at
@@ -183,52 +138,30 @@ class FBNetChain(CellSpace):
 
     def block_shapes(self, widths: Widths) -> list[tuple[int, int, int]]:
         """``(C_in, C_out, stride)`` of every searchable block at these widths."""
-        c_in, out = widths.stem, []
-        for width, depth, stride in zip(widths.stages, self.depths, self.strides):
-            for i in range(depth):
-                out.append((c_in, width, stride if i == 0 else 1))
-                c_in = width
-        return out
+        return self.shapes_from(widths.stem, widths.stages)
 
 
 def fbnet_chain(*, cifar: bool) -> FBNetChain:
     """The chain of ``fbnet`` (ImageNet layout) or, ``cifar``, of ``fbnet_cifar``."""
     strides = (STAGE_STRIDES[0], 1, *STAGE_STRIDES[2:]) if cifar else STAGE_STRIDES
-    skippable: list[bool] = []
-    c_in = BASE_STEM
-    for width, depth, stride in zip(STAGE_WIDTHS, STAGE_DEPTHS, strides):
-        for i in range(depth):
-            skippable.append((stride if i == 0 else 1) == 1 and c_in == width)
-            c_in = width
-    edges = tuple(Edge(i, i, i + 1, FBNET_OPS) for i in range(len(skippable)))
-    return FBNetChain(
-        num_input_nodes=1,
-        num_nodes=len(edges) + 1,
-        edges=edges,
-        inputs_per_node=None,
+    return build_chain(
+        FBNetChain,
+        c_in=BASE_STEM,
         widths=STAGE_WIDTHS,
         depths=STAGE_DEPTHS,
         strides=strides,
-        stem_stride=1 if cifar else 2,
-        image_size=32 if cifar else 224,
-        skippable=tuple(skippable),
+        cifar=cifar,
     )
 
 
 def fbnet_space(name: str) -> Space:
     """The space ``fbnet`` (ImageNet layout) or ``fbnet_cifar`` (32x32 layout)."""
-    if name not in FBNET_SPACES:
-        raise ValueError(f"unknown FBNet space {name!r}")
-    return Space(
-        name=name, family=FAMILY, cells={CELL_TYPE: fbnet_chain(cifar=name.endswith("_cifar"))}
-    )
+    return chain_space(name, FBNET_SPACES, "FBNet", FAMILY, CELL_TYPE, fbnet_chain)
 
 
 def chain_of(space: Space) -> FBNetChain:
     """The block chain of a space of the family."""
-    chain = space.cells[CELL_TYPE]
-    assert isinstance(chain, FBNetChain)
-    return chain
+    return chain_cell_of(space, CELL_TYPE, FBNetChain)
 
 
 FBNET_SPACES: tuple[str, ...] = ("fbnet", "fbnet_cifar")

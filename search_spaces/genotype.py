@@ -19,6 +19,10 @@ First stage of the pipeline (``search_spaces``), and the contract between ``nas.
   block ``kKeE[g2]``, or ``skip``), and the last conv's width where it is not the space's 1984
   (FBNet-A's 1504); its text form is ``fbnet:k3e1-skip-...[@1504]``.
 
+The last two subclass ``ChainGenotype`` (one op per block of a chain space,
+``search_spaces.chain``) and differ only in their names, their skip op and the optional field
+after the ops.
+
 Each class answers for its family: its structure (``cell_types``, ``edges``, ``output_nodes``,
 ``validate``), its drawing (``drawing``, ``node_label``, ``cell_title``, ``layout``), and its
 text and JSON forms (``text``, ``text_start``, ``from_text``, ``to_json``, ``from_json``), which
@@ -36,14 +40,17 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeGuard, Union
+from typing import Any, ClassVar, TypeGuard, TypeVar, Union
 
+from search_spaces.chain import ChainCell, chain_cell_of
 from search_spaces.fbnet_space import BASE_HEAD as FBNET_HEAD
 from search_spaces.fbnet_space import CELL_TYPE as FBNET_CELL_TYPE
+from search_spaces.fbnet_space import FBNET_SPACES
 from search_spaces.fbnet_space import SKIP_OP as FBNET_SKIP
-from search_spaces.fbnet_space import chain_of as fbnet_chain
 from search_spaces.op_names import OP_NAMES as OPS
-from search_spaces.proxyless_space import chain_of as proxyless_chain
+from search_spaces.proxyless_space import CELL_TYPE as PROXYLESS_CELL_TYPE
+from search_spaces.proxyless_space import PROXYLESS_SPACES
+from search_spaces.proxyless_space import SKIP_OP as PROXYLESS_SKIP
 from search_spaces.space import Space, get_space
 
 OpInput = tuple[str, int]
@@ -499,31 +506,53 @@ def _two_rows(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]
     }
 
 
+class _ItsCellType(str):
+    """The type of ``ITS_CELL_TYPE``."""
+
+
+# the default ``cell_type`` of a chain genotype's methods: its one cell type (a string object of
+# its own, so that whatever a caller passes, None included, is checked)
+ITS_CELL_TYPE: str = _ItsCellType("its cell type")
+
+
 @dataclass(frozen=True)
-class ProxylessGenotype:
-    """A ProxylessNAS network: the op of each searchable block of the chain, in order
-    (``search_spaces.proxyless_space``: an MBConv ``KxK_MBConvE``, or ``none`` where the block
-    may be skipped), and optionally the nine widths of a released network (stem, first block,
-    six stages, feature mix; None: the space's widths)."""
+class ChainGenotype:
+    """A network of a chain space (``search_spaces.chain``): the op of each searchable block of
+    the chain, in order (a candidate of the block, or the skip op where the block can be
+    skipped).
+
+    A family's subclass adds one optional field after ``ops``, named by ``extra`` (None, a
+    channel count or a tuple of them; ``_check_extra`` checks it), and sets the class variables
+    below. Text form (see ``DartsGenotype``): ``text_start`` and the ops joined by ``-``, then,
+    where ``extra`` is set, ``@`` and its channel counts joined by ``-``; no character a shell
+    or a Hydra override treats specially. JSON form: the ops, and ``extra`` under its name."""
 
     ops: tuple[str, ...]
-    widths: tuple[int, ...] | None = None
 
-    family: ClassVar[str] = "proxyless"
-    space_name: ClassVar[str] = "proxyless"
-    cell_types: ClassVar[tuple[str, ...]] = ("blocks",)
+    family: ClassVar[str]
+    space_name: ClassVar[str]
+    space_names: ClassVar[tuple[str, ...]]  # the family's spaces (in messages)
+    cell_types: ClassVar[tuple[str, ...]]
     input_nodes: ClassVar[tuple[int, ...]] = (0,)
-    keeps_every_edge: ClassVar[bool] = True  # every block, `none` an op like the others
+    keeps_every_edge: ClassVar[bool] = True  # every block, the skip op an op like the others
     figure_size: ClassVar[tuple[float, float]] = (14.0, 3.6)  # drawing: see DartsGenotype
     long_edge_label_at: ClassVar[float] = 0.5
+    title: ClassVar[str]  # the family in messages and figure titles
+    article: ClassVar[str] = "a"  # the article of its title and its name in messages
+    skip_op: ClassVar[str]
+    skip_named: ClassVar[str]  # the skip op as a refusal names it
+    extra: ClassVar[str]  # the name of the optional field after ``ops``
+    text_start: ClassVar[str]
+    text_example: ClassVar[str]  # the text form, as a refusal of a malformed one shows it
+    shell_text: ClassVar[tuple[str, str] | None] = None  # passes a shell as typed
 
     @staticmethod
     def node_label(node: int) -> str:
         return str(node)
 
-    @staticmethod
-    def cell_title(cell_type: str) -> str:
-        return "ProxylessNAS blocks"
+    @classmethod
+    def cell_title(cls, cell_type: str) -> str:
+        return f"{cls.title} blocks"
 
     @staticmethod
     def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
@@ -533,8 +562,154 @@ class ProxylessGenotype:
     def __post_init__(self) -> None:
         ops = tuple(self.ops) if isinstance(self.ops, (list, tuple)) else None
         if ops is None or not all(isinstance(op, str) for op in ops):
-            raise ValueError(f"a ProxylessNAS genotype needs a list of op names, got {self.ops!r}")
+            raise ValueError(
+                f"{self.article} {self.title} genotype needs a list of op names, got {self.ops!r}"
+            )
         object.__setattr__(self, "ops", ops)
+        self._check_extra()
+        self.validate()
+
+    def _check_extra(self) -> None:
+        """Check (and normalise) the optional field after ``ops``."""
+
+    def _validate_extra(self, chain: ChainCell) -> None:
+        """Check the optional field after ``ops`` against the space's chain."""
+
+    def validate(self, space: Space | None = None) -> None:
+        """One op per block of the space's chain, each a candidate of its block; the skip op
+        only where the block can be skipped (stride 1, equal widths)."""
+        a_genotype = f"{self.article} {self.title} genotype"
+        if space is not None and space.family != self.family:
+            raise ValueError(
+                f"{a_genotype} cannot be used with space {space.name!r}; expected "
+                f"{self.article} {self.title} space ({', '.join(self.space_names)})"
+            )
+        space = space or get_space(self.space_name)
+        chain = chain_cell_of(space, self.cell_types[0], ChainCell)
+        if len(self.ops) != chain.num_edges:
+            raise ValueError(
+                f"{a_genotype} has one op per searchable block: expected "
+                f"{chain.num_edges} ops, got {len(self.ops)}"
+            )
+        for i, op in enumerate(self.ops):
+            allowed = chain.edges[i].ops
+            if op not in allowed:
+                raise ValueError(
+                    f"{self.title} block {i}: unknown operation {op!r}; expected one of "
+                    f"{', '.join(allowed)}"
+                )
+            if op == self.skip_op and not chain.skippable[i]:
+                raise ValueError(
+                    f"{self.title} block {i}: {self.skip_named} is not allowed there: only a "
+                    "block of stride 1 with equal input and output widths can be skipped"
+                )
+        self._validate_extra(chain)
+
+    def _check_cell_type(self, cell_type: str) -> None:
+        if cell_type is not ITS_CELL_TYPE and cell_type != self.cell_types[0]:
+            raise ValueError(
+                f"{self.article} {self.title} genotype has one cell type "
+                f"{self.cell_types[0]!r}, not {cell_type!r}"
+            )
+
+    def edges(self, cell_type: str = ITS_CELL_TYPE) -> list[tuple[str, int, int]]:
+        """The chain's edges ``(op, i, i + 1)``, one per block (skipped ones included)."""
+        self._check_cell_type(cell_type)
+        return [(op, i, i + 1) for i, op in enumerate(self.ops)]
+
+    def output_nodes(self, cell_type: str = ITS_CELL_TYPE) -> tuple[int, ...]:
+        """The last block's output."""
+        self._check_cell_type(cell_type)
+        return (len(self.ops),)
+
+    def drawing(
+        self, cell_type: str = ITS_CELL_TYPE
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
+        """``(nodes, edges)`` of the chain as drawn (see ``DartsGenotype.drawing``)."""
+        self._check_cell_type(cell_type)
+        names = [str(i) for i in range(len(self.ops) + 1)]
+        kinds = ["input", *(["node"] * (len(self.ops) - 1)), "output"]
+        edges: list[tuple[str, str, str | None]] = [
+            (names[i], names[j], op) for op, i, j in self.edges()
+        ]
+        return list(zip(names, kinds)), edges
+
+    # ---- text and JSON forms
+
+    def _extra_value(self) -> int | tuple[int, ...] | None:
+        value: int | tuple[int, ...] | None = getattr(self, self.extra)
+        return value
+
+    def text(self) -> str:
+        value = self._extra_value()
+        counts = value if isinstance(value, tuple) else (value,)
+        tail = "" if value is None else "@" + "-".join(str(c) for c in counts)
+        return self.text_start + "-".join(self.ops) + tail
+
+    @classmethod
+    def _parse_extra(cls, text: str) -> Any:
+        """The optional field after ``ops`` from its text (after ``@``); a one-line
+        ValueError for a malformed one."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_text(cls: type[_Chain], text: str) -> _Chain:
+        s = text.strip()
+        malformed = f"malformed {cls.title} genotype {text!r}; expected {cls.text_example}"
+        if not s.startswith(cls.text_start):
+            raise ValueError(malformed)
+        body, at, tail = s[len(cls.text_start) :].partition("@")
+        if not body or any(not op for op in body.split("-")):
+            raise ValueError(malformed)
+        extra = cls._parse_extra(tail) if at else None
+        return cls(tuple(body.split("-")), **{cls.extra: extra})
+
+    @classmethod
+    def from_json(cls: type[_Chain], data: dict[str, Any]) -> _Chain:
+        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
+        if not isinstance(data.get("ops"), list):
+            raise ValueError(
+                f"malformed genotype JSON: {cls.article} {cls.family} genotype needs "
+                '"ops": [op, ...]'
+            )
+        return cls(tuple(data["ops"]), **{cls.extra: data.get(cls.extra)})
+
+    def __str__(self) -> str:
+        return self.text()  # as format_genotype
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.family, "ops": list(self.ops)}
+        value = self._extra_value()
+        if value is not None:
+            data[self.extra] = list(value) if isinstance(value, tuple) else value
+        return data
+
+
+_Chain = TypeVar("_Chain", bound=ChainGenotype)
+
+
+@dataclass(frozen=True)
+class ProxylessGenotype(ChainGenotype):
+    """A ProxylessNAS network: the op of each searchable block of the chain, in order
+    (``search_spaces.proxyless_space``: an MBConv ``KxK_MBConvE``, or ``none`` where the block
+    may be skipped), and optionally the nine widths of a released network (stem, first block,
+    six stages, feature mix; None: the space's widths). Text form:
+    ``proxyless:3x3_MBConv3-none-...[@32-16-...]``."""
+
+    widths: tuple[int, ...] | None = None
+
+    family = "proxyless"
+    space_name = "proxyless"
+    space_names = PROXYLESS_SPACES
+    cell_types = (PROXYLESS_CELL_TYPE,)
+    title = "ProxylessNAS"
+    skip_op = PROXYLESS_SKIP
+    skip_named = f"{PROXYLESS_SKIP!r} (skip the block)"
+    extra = "widths"
+    text_start = "proxyless:"
+    text_example = "'proxyless:3x3_MBConv3-none-...' (one op per block), optionally '@32-16-...'"
+
+    def _check_extra(self) -> None:
         if self.widths is not None:
             widths = tuple(self.widths) if isinstance(self.widths, (list, tuple)) else ()
             if not widths or not all(
@@ -544,151 +719,47 @@ class ProxylessGenotype:
                     f"ProxylessNAS widths {self.widths!r}: expected positive channel counts"
                 )
             object.__setattr__(self, "widths", widths)
-        self.validate()
 
-    def validate(self, space: Space | None = None) -> None:
-        """One op per block of the space's chain, each a candidate of its block; ``none`` only
-        where the block can be skipped (stride 1, equal widths)."""
-        if space is not None and space.family != self.family:
-            raise ValueError(
-                f"a ProxylessNAS genotype cannot be used with space {space.name!r}; expected "
-                "a ProxylessNAS space (proxyless, proxyless_cifar)"
-            )
-        chain = proxyless_chain(space or get_space(self.space_name))
-        if len(self.ops) != chain.num_edges:
-            raise ValueError(
-                f"a ProxylessNAS genotype has one op per searchable block: expected "
-                f"{chain.num_edges} ops, got {len(self.ops)}"
-            )
-        for i, op in enumerate(self.ops):
-            allowed = chain.edges[i].ops
-            if op not in allowed:
-                raise ValueError(
-                    f"ProxylessNAS block {i}: unknown operation {op!r}; expected one of "
-                    f"{', '.join(allowed)}"
-                )
-            if op == "none" and not chain.skippable[i]:
-                raise ValueError(
-                    f"ProxylessNAS block {i}: 'none' (skip the block) is not allowed there: "
-                    "only a block of stride 1 with equal input and output widths can be skipped"
-                )
+    def _validate_extra(self, chain: ChainCell) -> None:
         if self.widths is not None and len(self.widths) != len(chain.widths) + 3:
             raise ValueError(
                 f"ProxylessNAS widths: expected {len(chain.widths) + 3} (stem, first block, "
                 f"{len(chain.widths)} stages, feature mix), got {len(self.widths)}"
             )
 
-    def _check_cell_type(self, cell_type: str) -> None:
-        if cell_type != "blocks":
-            raise ValueError(
-                f"a ProxylessNAS genotype has one cell type 'blocks', not {cell_type!r}"
-            )
-
-    def edges(self, cell_type: str = "blocks") -> list[tuple[str, int, int]]:
-        """The chain's edges ``(op, i, i + 1)``, one per block (``none`` ones included)."""
-        self._check_cell_type(cell_type)
-        return [(op, i, i + 1) for i, op in enumerate(self.ops)]
-
-    def output_nodes(self, cell_type: str = "blocks") -> tuple[int, ...]:
-        """The last block's output."""
-        self._check_cell_type(cell_type)
-        return (len(self.ops),)
-
-    def drawing(
-        self, cell_type: str = "blocks"
-    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
-        """``(nodes, edges)`` of the chain as drawn (see ``DartsGenotype.drawing``)."""
-        self._check_cell_type(cell_type)
-        names = [str(i) for i in range(len(self.ops) + 1)]
-        kinds = ["input", *(["node"] * (len(self.ops) - 1)), "output"]
-        edges: list[tuple[str, str, str | None]] = [
-            (names[i], names[j], op) for op, i, j in self.edges()
-        ]
-        return list(zip(names, kinds)), edges
-
-    # ---- text and JSON forms (see DartsGenotype): ``proxyless:`` and the ops joined by
-    # ``-``, then ``@`` and the widths joined by ``-`` for a released network's own widths;
-    # no character a shell or a Hydra override treats specially
-    text_start: ClassVar[str | None] = "proxyless:"
-    shell_text: ClassVar[tuple[str, str] | None] = None  # passes a shell as typed
-
-    def text(self) -> str:
-        """``proxyless:3x3_MBConv3-none-...[@32-16-...]``."""
-        widths = "" if self.widths is None else "@" + "-".join(str(w) for w in self.widths)
-        return "proxyless:" + "-".join(self.ops) + widths
-
     @classmethod
-    def from_text(cls, text: str) -> ProxylessGenotype:
-        s = text.strip()
-        example = "'proxyless:3x3_MBConv3-none-...' (one op per block), optionally '@32-16-...'"
-        if not s.startswith(cls.text_start or ""):
-            raise ValueError(f"malformed ProxylessNAS genotype {text!r}; expected {example}")
-        body, _, widths = s[len("proxyless:") :].partition("@")
-        if not body or any(not op for op in body.split("-")):
-            raise ValueError(f"malformed ProxylessNAS genotype {text!r}; expected {example}")
-        if "@" in s and not re.fullmatch(r"\d+(-\d+)*", widths):
+    def _parse_extra(cls, text: str) -> tuple[int, ...]:
+        if not re.fullmatch(r"\d+(-\d+)*", text):
             raise ValueError(
-                f"malformed ProxylessNAS widths {widths!r}; expected channel counts joined "
+                f"malformed ProxylessNAS widths {text!r}; expected channel counts joined "
                 "by '-', e.g. '@32-16-32-40-80-96-192-320-1280'"
             )
-        return cls(
-            tuple(body.split("-")),
-            tuple(int(w) for w in widths.split("-")) if "@" in s else None,
-        )
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ProxylessGenotype:
-        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
-        if not isinstance(data.get("ops"), list):
-            raise ValueError('malformed genotype JSON: a proxyless genotype needs "ops": [op, ...]')
-        return cls(tuple(data["ops"]), data.get("widths"))
-
-    def __str__(self) -> str:
-        return format_genotype(self)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": "proxyless", "ops": list(self.ops)}
-        if self.widths is not None:
-            data["widths"] = list(self.widths)
-        return data
+        return tuple(int(w) for w in text.split("-"))
 
 
 @dataclass(frozen=True)
-class FBNetGenotype:
+class FBNetGenotype(ChainGenotype):
     """An FBNet network: the op of each searchable block of FBNet's chain, in order
     (``search_spaces.fbnet_space``: a block ``kKeE`` / ``kKe1g2``, or ``skip`` where the block
     keeps its shape), and the width of the last 1x1 conv where it is not the space's 1984
-    (FBNet-A's 1504; None: the space's, which is also what a given 1984 is kept as)."""
+    (FBNet-A's 1504; None: the space's, which is also what a given 1984 is kept as). Text form:
+    ``fbnet:k3e1-skip-...[@1504]``."""
 
-    ops: tuple[str, ...]
     head: int | None = None
 
-    family: ClassVar[str] = "fbnet"
-    space_name: ClassVar[str] = "fbnet"
-    cell_types: ClassVar[tuple[str, ...]] = (FBNET_CELL_TYPE,)
-    input_nodes: ClassVar[tuple[int, ...]] = (0,)
-    keeps_every_edge: ClassVar[bool] = True  # every block, `skip` an op like the others
-    figure_size: ClassVar[tuple[float, float]] = (14.0, 3.6)  # drawing: see DartsGenotype
-    long_edge_label_at: ClassVar[float] = 0.5
+    family = "fbnet"
+    space_name = "fbnet"
+    space_names = FBNET_SPACES
+    cell_types = (FBNET_CELL_TYPE,)
+    title = "FBNet"
+    article = "an"
+    skip_op = FBNET_SKIP
+    skip_named = repr(FBNET_SKIP)
+    extra = "head"
+    text_start = "fbnet:"
+    text_example = "'fbnet:k3e1-skip-...' (one op per block), optionally '@1504' (last conv)"
 
-    @staticmethod
-    def node_label(node: int) -> str:
-        return str(node)
-
-    @staticmethod
-    def cell_title(cell_type: str) -> str:
-        return "FBNet blocks"
-
-    @staticmethod
-    def layout(nodes: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
-        """The chain in two rows, left to right, then right to left."""
-        return _two_rows(nodes)
-
-    def __post_init__(self) -> None:
-        ops = tuple(self.ops) if isinstance(self.ops, (list, tuple)) else None
-        if ops is None or not all(isinstance(op, str) for op in ops):
-            raise ValueError(f"an FBNet genotype needs a list of op names, got {self.ops!r}")
-        object.__setattr__(self, "ops", ops)
+    def _check_extra(self) -> None:
         if self.head is not None:
             if isinstance(self.head, bool) or not isinstance(self.head, int) or self.head < 1:
                 raise ValueError(
@@ -696,104 +767,14 @@ class FBNetGenotype:
                 )
             if self.head == FBNET_HEAD:  # the space's own: the genotype carries none
                 object.__setattr__(self, "head", None)
-        self.validate()
-
-    def validate(self, space: Space | None = None) -> None:
-        """One op per block of the space's chain, each a candidate of its block; ``skip`` only
-        where the block keeps its shape (stride 1, equal widths)."""
-        if space is not None and space.family != self.family:
-            raise ValueError(
-                f"an FBNet genotype cannot be used with space {space.name!r}; expected an "
-                "FBNet space (fbnet, fbnet_cifar)"
-            )
-        chain = fbnet_chain(space or get_space(self.space_name))
-        if len(self.ops) != chain.num_edges:
-            raise ValueError(
-                f"an FBNet genotype has one op per searchable block: expected "
-                f"{chain.num_edges} ops, got {len(self.ops)}"
-            )
-        for i, op in enumerate(self.ops):
-            allowed = chain.edges[i].ops
-            if op not in allowed:
-                raise ValueError(
-                    f"FBNet block {i}: unknown operation {op!r}; expected one of "
-                    f"{', '.join(allowed)}"
-                )
-            if op == FBNET_SKIP and not chain.skippable[i]:
-                raise ValueError(
-                    f"FBNet block {i}: 'skip' is not allowed there: only a block of stride 1 "
-                    "with equal input and output widths can be skipped"
-                )
-
-    def _check_cell_type(self, cell_type: str) -> None:
-        if cell_type != FBNET_CELL_TYPE:
-            raise ValueError(
-                f"an FBNet genotype has one cell type {FBNET_CELL_TYPE!r}, not {cell_type!r}"
-            )
-
-    def edges(self, cell_type: str = FBNET_CELL_TYPE) -> list[tuple[str, int, int]]:
-        """The chain's edges ``(op, i, i + 1)``, one per block (``skip`` ones included)."""
-        self._check_cell_type(cell_type)
-        return [(op, i, i + 1) for i, op in enumerate(self.ops)]
-
-    def output_nodes(self, cell_type: str = FBNET_CELL_TYPE) -> tuple[int, ...]:
-        """The last block's output."""
-        self._check_cell_type(cell_type)
-        return (len(self.ops),)
-
-    def drawing(
-        self, cell_type: str = FBNET_CELL_TYPE
-    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str | None]]]:
-        """``(nodes, edges)`` of the chain as drawn (see ``DartsGenotype.drawing``)."""
-        self._check_cell_type(cell_type)
-        names = [str(i) for i in range(len(self.ops) + 1)]
-        kinds = ["input", *(["node"] * (len(self.ops) - 1)), "output"]
-        edges: list[tuple[str, str, str | None]] = [
-            (names[i], names[j], op) for op, i, j in self.edges()
-        ]
-        return list(zip(names, kinds)), edges
-
-    # ---- text and JSON forms (see DartsGenotype): ``fbnet:`` and the ops joined by ``-``,
-    # then ``@`` and the last conv's width where it is not 1984; no character a shell or a
-    # Hydra override treats specially
-    text_start: ClassVar[str | None] = "fbnet:"
-    shell_text: ClassVar[tuple[str, str] | None] = None  # passes a shell as typed
-
-    def text(self) -> str:
-        """``fbnet:k3e1-skip-...[@1504]``."""
-        head = "" if self.head is None else f"@{self.head}"
-        return "fbnet:" + "-".join(self.ops) + head
 
     @classmethod
-    def from_text(cls, text: str) -> FBNetGenotype:
-        s = text.strip()
-        example = "'fbnet:k3e1-skip-...' (one op per block), optionally '@1504' (last conv)"
-        if not s.startswith(cls.text_start or ""):
-            raise ValueError(f"malformed FBNet genotype {text!r}; expected {example}")
-        body, at, head = s[len("fbnet:") :].partition("@")
-        if not body or any(not op for op in body.split("-")):
-            raise ValueError(f"malformed FBNet genotype {text!r}; expected {example}")
-        if at and not re.fullmatch(r"[1-9]\d*", head):
+    def _parse_extra(cls, text: str) -> int:
+        if not re.fullmatch(r"[1-9]\d*", text):
             raise ValueError(
-                f"malformed FBNet last-conv width {head!r}; expected a channel count, e.g. '@1504'"
+                f"malformed FBNet last-conv width {text!r}; expected a channel count, e.g. '@1504'"
             )
-        return cls(tuple(body.split("-")), int(head) if at else None)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FBNetGenotype:
-        """Inverse of ``to_json`` (``data["type"]`` already checked)."""
-        if not isinstance(data.get("ops"), list):
-            raise ValueError('malformed genotype JSON: an fbnet genotype needs "ops": [op, ...]')
-        return cls(tuple(data["ops"]), data.get("head"))
-
-    def __str__(self) -> str:
-        return format_genotype(self)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": "fbnet", "ops": list(self.ops)}
-        if self.head is not None:
-            data["head"] = self.head
-        return data
+        return int(text)
 
 
 AnyGenotype = Union[  # noqa: UP007 (a runtime alias)

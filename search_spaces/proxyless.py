@@ -39,7 +39,6 @@ from search_spaces.genotype import AnyGenotype, ProxylessGenotype
 from search_spaces.proxyless_space import (
     FIRST_BLOCK_OP,
     SKIP_OP,
-    BlockChain,
     Widths,
     block_chain,
     parse_mbconv,
@@ -203,7 +202,7 @@ class ProxylessNetwork(nn.Module):
         self.first_conv = ConvBNReLU6(3, widths.stem, 3, chain.stem_stride)
         first = build_mbconv(FIRST_BLOCK_OP, widths.stem, widths.first, 1)
         blocks = [MobileBlock(first, False)]
-        shapes = _shapes(chain, widths)
+        shapes = chain.shapes_from(widths.first, widths.stages)
         for i, (op, (c_in, c_out, stride)) in enumerate(zip(genotype.ops, shapes)):
             if not chain.kept(depth)[i]:
                 continue  # beyond the depth: skipped (such a block passes its input on)
@@ -232,21 +231,11 @@ class ProxylessNetwork(nn.Module):
         return logits
 
 
-def _shapes(chain: BlockChain, widths: Widths) -> list[tuple[int, int, int]]:
-    """``(C_in, C_out, stride)`` of every searchable block at these widths."""
-    c_in, out = widths.first, []
-    for width, depth, stride in zip(widths.stages, chain.depths, chain.strides):
-        for i in range(depth):
-            out.append((c_in, width, stride if i == 0 else 1))
-            c_in = width
-    return out
-
-
 def block_shapes(C: int, *, cifar: bool) -> tuple[Widths, list[tuple[int, int, int]]]:
     """The widths and the searchable blocks' ``(C_in, C_out, stride)`` at width ``C``."""
     chain = block_chain(cifar=cifar)
     widths = scaled_widths(chain, C)
-    return widths, _shapes(chain, widths)
+    return widths, chain.shapes_from(widths.first, widths.stages)
 
 
 def proxyless_network(

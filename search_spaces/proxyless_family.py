@@ -4,7 +4,9 @@ First stage of the pipeline (``search_spaces``). Cai, Zhu & Han, "ProxylessNAS: 
 Architecture Search on Target Task and Hardware", ICLR 2019 (mit-han-lab/proxylessnas,
 ``search/``). Torch-free: the network (``search_spaces.proxyless``) loads on the first call of a
 hook that builds or runs one. The space is a chain of 21 searchable MobileNet blocks
-(``search_spaces.proxyless_space``), one cell type ``blocks`` whose edge ``i`` is block ``i``.
+(``search_spaces.proxyless_space``), one cell type ``blocks`` whose edge ``i`` is block ``i``;
+the hooks below are those of every chain space (``search_spaces.chain.ChainFamily``) but the
+network, its widths and the reference lookup table's keys.
 
 * derivation (``derive``): each block's strongest op, ``none`` included where the block can be
   skipped (the reference's ``chosen_index``: the argmax of a block's architecture parameters,
@@ -31,175 +33,63 @@ hook that builds or runs one. The space is a chain of 21 searchable MobileNet bl
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from search_spaces.family import Edges, Family, NetworkSpec
+from search_spaces.chain import ChainCell, ChainFamily, Widths
 from search_spaces.genotype import AnyGenotype, ProxylessGenotype
 from search_spaces.proxyless_space import (
     BASE_STEM,
     CELL_TYPE,
     MBCONV_OPS,
-    SKIP_OP,
+    BlockChain,
     chain_of,
     parse_mbconv,
+    scaled_widths,
 )
-from search_spaces.space import Space, get_space
+from search_spaces.proxyless_space import Widths as ProxylessWidths
+from search_spaces.space import Space
 
 if TYPE_CHECKING:
-    from torch import Tensor, nn
+    from torch import nn
 
     from search_spaces.layout import NetworkLayout, Part
 
 
-class ProxylessFamily(Family):
+class ProxylessFamily(ChainFamily):
     name = "proxyless"
     title = "ProxylessNAS"
     genotype_type = ProxylessGenotype
     networks = ("ProxylessNetwork",)
-    layers_word = "blocks"
-    drop_path = False
     paper_size = (BASE_STEM, 21)
     imagenet_size = (BASE_STEM, 21)
-    blocks = (
-        "proxyless_stem",  # Conv3x3 (stride 2 / 1), BN, ReLU6
-        "proxyless_first",  # the fixed first block: MBConv, kernel 3, expansion 1
-        "proxyless_mix",  # the feature mix: Conv1x1, BN, ReLU6
-        "proxyless_classifier",  # global average pool, Linear(C_in -> classes)
-        *MBCONV_OPS,  # each candidate MBConv, without its shortcut addition (``add``)
-    )
+    stem_block = "proxyless_stem"  # Conv3x3 (stride 2 / 1), BN, ReLU6
+    first_block = "proxyless_first"  # the fixed first block: MBConv, kernel 3, expansion 1
+    last_block = "proxyless_mix"  # the feature mix: Conv1x1, BN, ReLU6
+    classifier_block = "proxyless_classifier"  # global average pool, Linear(C_in -> classes)
+    # and each candidate MBConv, without its shortcut addition (``add``)
+    blocks = (stem_block, first_block, last_block, classifier_block, *MBCONV_OPS)
+    network_module = "search_spaces.proxyless"
 
-    # ----------------------------------------------------------------------- genotypes
-
-    def derive(
-        self, space: Space, weights: Mapping[str, Tensor], masks: Mapping[str, Tensor]
-    ) -> AnyGenotype:
-        chain = chain_of(space)
-        w = weights[CELL_TYPE].detach().float().cpu()
-        mask = masks[CELL_TYPE].cpu().clone()
-        for i, e in enumerate(chain.edges):
-            if not chain.skippable[i]:
-                mask[i, e.ops.index(SKIP_OP)] = False
-        w = w.masked_fill(~mask, float("-inf"))
-        ops = [chain.edges[i].ops[int(k)] for i, k in enumerate(w.argmax(-1).tolist())]
-        genotype = ProxylessGenotype(tuple(ops))
-        genotype.validate(space)
-        return genotype
-
-    def genotype(self, space: Space, edges: Edges, *, sparse: bool = False) -> AnyGenotype:
-        """One op on each block of the chain (every block is kept: ``sparse`` has no meaning)."""
-        chain = chain_of(space)
-        kept = list(edges[CELL_TYPE])
-        by_edge = {(src, dst): op for op, src, dst in kept}
-        missing = [f"{e.src}->{e.dst}" for e in chain.edges if (e.src, e.dst) not in by_edge]
-        if sparse or missing or len(kept) != chain.num_edges:
-            raise ValueError(
-                f"a ProxylessNAS network keeps one op on each of its {chain.num_edges} blocks; "
-                f"got {len(kept)}" + (f", none on {', '.join(missing)}" if missing else "")
-            )
-        genotype = ProxylessGenotype(tuple(by_edge[e.src, e.dst] for e in chain.edges))
-        genotype.validate(space)
-        return genotype
-
-    def random_genotypes(self, space: Space, n: int, rng: random.Random) -> list[AnyGenotype]:
-        """Each block's op drawn uniformly from those it allows (``none`` where it may be
-        skipped)."""
-        chain = chain_of(space)
-        out: list[AnyGenotype] = []
-        for _ in range(n):
-            ops = [
-                rng.choice([op for op in e.ops if op != SKIP_OP or chain.skippable[e.index]])
-                for e in chain.edges
-            ]
-            out.append(ProxylessGenotype(tuple(ops)))
-        return out
-
-    # ------------------------------------------------------------------------ networks
-
-    def network(
-        self,
-        genotype: AnyGenotype,
-        *,
-        C: int,
-        layers: int,
-        num_classes: int,
-        image_size: int = 32,
-        auxiliary: bool = False,
-    ) -> tuple[nn.Module, NetworkSpec]:
-        """``ProxylessNetwork`` at width ``C`` (32: multiplier 1) keeping ``layers`` searchable
-        blocks (21: all; 16, 11, 6: 3, 2, 1 per stage; 1..4: that many per stage); no
-        auxiliary head (``auxiliary`` is ignored)."""
+    def build_network(
+        self, genotype: AnyGenotype, *, C: int, num_classes: int, image_size: int, depth: int
+    ) -> nn.Module:
+        """``ProxylessNetwork`` at width ``C`` (32: multiplier 1) keeping ``depth`` blocks per
+        stage (the size word ``layers``: 21 searchable blocks: all; 16, 11, 6: 3, 2, 1 per
+        stage; 1..4: that many per stage)."""
         from search_spaces.proxyless import proxyless_network  # torch: on first use
 
-        assert isinstance(genotype, ProxylessGenotype)
-        chain = chain_of(get_space(genotype.space_name))
-        depth = chain.depth_of(layers)  # a one-line refusal of a size the chain has not
-        net = proxyless_network(
+        return proxyless_network(
             genotype, C=C, num_classes=num_classes, image_size=image_size, depth=depth
         )
-        spec = NetworkSpec(
-            "ProxylessNetwork",
-            C,
-            layers,
-            False,
-            False,
-            (3, image_size, image_size),
-            self.layers_word,
-        )
-        return net, spec
 
-    def logits(self, output: Any) -> tuple[Tensor, Tensor | None]:
-        return output, None  # ProxylessNetwork returns the logits
+    def layout_widths(self, chain: ChainCell, C: int) -> Widths:
+        assert isinstance(chain, BlockChain)
+        return scaled_widths(chain, C)
 
-    def network_types(self) -> tuple[type[nn.Module], ...]:
-        from search_spaces.proxyless import ProxylessNetwork
-
-        return (ProxylessNetwork,)
-
-    def features(self, net: nn.Module, x: Tensor) -> Tensor:
-        """The feature-mix layer's output (Conv1x1, BN, ReLU6), before the pooling."""
-        from search_spaces.proxyless import network_features
-
-        return network_features(net, x)
-
-    def reference_logits(self, net: nn.Module, x: Tensor) -> Tensor:
-        from search_spaces.proxyless import network_logits
-
-        return network_logits(net, x)  # its forward calls every module
-
-    # ------------------------------------------------------------------ latency layout
-
-    def build_block(self, part: Part) -> nn.Module:
-        from search_spaces.proxyless import layout_block
-
-        return layout_block(part)
-
-    def layout(self, layout: NetworkLayout, space: Space) -> None:
-        """``ProxylessNetwork`` at width ``layout.C`` keeping ``layout.layers`` blocks: the space's
-        layout (its stem and stage strides) on ``layout.image_size`` inputs."""
-        from search_spaces.proxyless_space import scaled_widths
-
-        chain = chain_of(space)
-        kept = chain.kept(chain.depth_of(layout.layers))
-        widths = scaled_widths(chain, layout.C)
-        h = layout.image_size
-        layout.add_fixed("proxyless_stem", 3, widths.stem, chain.stem_stride, h, h)
-        h = -(-h // chain.stem_stride)
-        layout.add_fixed("proxyless_first", widths.stem, widths.first, 1, h, h)
-        for i, (c_in, c_out, stride) in enumerate(chain.block_shapes(layout.C)):
-            if not kept[i]:
-                continue  # beyond the depth: the block is skipped, whatever is chosen
-            h_out = -(-h // stride)
-            for k, op in enumerate(chain.edges[i].ops):
-                if op == SKIP_OP:
-                    continue  # the input passes on: nothing to measure
-                layout.add_choice(CELL_TYPE, i, k, op, c_in, c_out, stride, h, h)
-                if chain.skippable[i]:  # the identity shortcut's addition
-                    layout.add_choice(CELL_TYPE, i, k, "add", c_out, c_out, 1, h_out, h_out)
-            h = h_out
-        layout.add_fixed("proxyless_mix", widths.stages[-1], widths.head, 1, h, h)
-        layout.add_fixed("proxyless_classifier", widths.head, layout.num_classes, 1, h, h)
+    def chain_input(self, widths: Widths) -> int:
+        """The fixed first block's output."""
+        assert isinstance(widths, ProxylessWidths)
+        return widths.first
 
     def lookup_keys(self, layout: NetworkLayout, space: Space) -> dict[str, str | None]:
         """Each part's key in the reference's lookup table, as the reference's
@@ -234,13 +124,13 @@ class ProxylessFamily(Family):
 
         for part, _ in layout.fixed:
             h_out = -(-part.H // part.stride)
-            if part.name == "proxyless_stem":
+            if part.name == self.stem_block:
                 put(part, f"Conv-input:{hwc(part.H, part.C_in)}-output:{hwc(h_out, part.C_out)}")
-            elif part.name == "proxyless_first":
+            elif part.name == self.first_block:
                 put(part, mbconv(part, FIRST_BLOCK_OP, False))
-            elif part.name == "proxyless_mix":
+            elif part.name == self.last_block:
                 put(part, f"Conv_1-input:{hwc(part.H, part.C_in)}-output:{hwc(h_out, part.C_out)}")
-            elif part.name == "proxyless_classifier":
+            elif part.name == self.classifier_block:
                 put(part, f"Logits-input:{hwc(part.H, part.C_in)}-output:{part.C_out}")
             else:
                 raise ValueError(f"no reference lookup-table entry for the fixed part {part.key}")
@@ -255,12 +145,3 @@ class ProxylessFamily(Family):
                     else:
                         raise ValueError(f"no reference lookup-table entry for {part.key}")
         return keys
-
-    def allowed_ops(self, space: Space) -> dict[str, list[list[bool]]]:
-        """Every op of every block, but ``none`` where the block cannot be skipped."""
-        chain = chain_of(space)
-        return {
-            CELL_TYPE: [
-                [op != SKIP_OP or chain.skippable[e.index] for op in e.ops] for e in chain.edges
-            ]
-        }

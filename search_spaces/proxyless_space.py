@@ -36,14 +36,17 @@ feature-mix width stays 1280 below multiplier 1 (the reference's rule). Depth: t
 reference; 16, 11 or 6 keep the first 3, 2 or 1 blocks of each stage (a number up to 4 is read
 as that depth per stage). The blocks left out could all be skipped, so such a network is the
 full chain with them skipped, and the architecture tensors keep their 21 rows (the supernet
-masks every op of a left-out block but ``none``).
+masks every op of a left-out block but ``none``). What every chain space shares (the checks,
+depths and block shapes of ``BlockChain``) is ``search_spaces.chain``'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from search_spaces.space import SPACE_BUILDERS, CellSpace, Edge, Space
+from search_spaces.chain import ChainCell, build_chain, chain_cell_of, chain_space
+from search_spaces.space import SPACE_BUILDERS, Space
 
 FAMILY = "proxyless"
 CELL_TYPE = "blocks"
@@ -90,78 +93,22 @@ def make_divisible(v: float, divisor: int = 8) -> int:
 
 
 @dataclass(frozen=True)
-class BlockChain(CellSpace):
-    """The searchable blocks as a chain cell, with the layout of the network they sit in.
-
-    ``widths`` / ``depths`` / ``strides``: per stage; ``skippable``: per block (stride 1 and
-    equal widths); ``stem_stride``: 2 on ImageNet, 1 on CIFAR. Widths are at multiplier 1."""
+class BlockChain(ChainCell):
+    """The searchable blocks as a chain cell (``search_spaces.chain.ChainCell``), entered at the
+    fixed first block's width (``first_width``)."""
 
     stem_width: int = BASE_STEM
-    first_width: int = BASE_FIRST
-    widths: tuple[int, ...] = ()
-    depths: tuple[int, ...] = ()
-    strides: tuple[int, ...] = ()
     head_width: int = BASE_HEAD
-    stem_stride: int = 2
-    image_size: int = 224  # the input the layout is made for
-    skippable: tuple[bool, ...] = ()
+    first_width: int = BASE_FIRST
 
-    def __post_init__(self) -> None:
-        # the chain's own check (CellSpace's checks ops against the cell spaces' op names)
-        for e in self.edges:
-            if e.ops != PROXYLESS_OPS:
-                raise ValueError(f"block {e.index}: ops {e.ops}; expected {PROXYLESS_OPS}")
-        if not (len(self.widths) == len(self.depths) == len(self.strides)):
-            raise ValueError("a block chain needs one width, depth and stride per stage")
-        if len(self.skippable) != len(self.edges) or sum(self.depths) != len(self.edges):
-            raise ValueError("a block chain needs one edge and one skippable flag per block")
-
-    @property
-    def max_depth(self) -> int:
-        """The most blocks a stage has (4): the depth of the full chain."""
-        return max(self.depths)
-
-    def kept(self, depth: int) -> tuple[bool, ...]:
-        """Per block, whether a network of ``depth`` (at most that many blocks per stage)
-        has it: each stage keeps its first ``depth`` blocks. The blocks it drops are each
-        stage's last ones, all of which could be skipped (stride 1, equal widths): a network
-        of a smaller depth is the chain with those blocks skipped."""
-        if (
-            isinstance(depth, bool)
-            or not isinstance(depth, int)
-            or not 1 <= depth <= self.max_depth
-        ):
-            raise ValueError(
-                f"a ProxylessNAS network keeps 1 to {self.max_depth} blocks per stage "
-                f"(depth); got depth={depth!r}"
-            )
-        return tuple(i < depth for d in self.depths for i in range(d))
-
-    def depth_of(self, blocks: int) -> int:
-        """The depth (blocks kept per stage) of a network that keeps ``blocks`` searchable
-        blocks: 6, 11, 16 or 21 for depth 1 to 4; a number up to 4 is read as the depth
-        itself. A one-line ValueError for any other number."""
-        totals = {sum(min(d, n) for n in self.depths): d for d in range(1, self.max_depth + 1)}
-        if isinstance(blocks, int) and not isinstance(blocks, bool):
-            if 1 <= blocks <= self.max_depth:
-                return blocks
-            if blocks in totals:
-                return totals[blocks]
-        raise ValueError(
-            f"a ProxylessNAS network keeps {', '.join(map(str, totals))} searchable blocks "
-            f"(1 to {self.max_depth} per stage; 1 to {self.max_depth} also reads as that "
-            f"depth); got blocks={blocks!r}"
-        )
+    chain_ops: ClassVar[tuple[str, ...]] = PROXYLESS_OPS
+    skip_op: ClassVar[str] = SKIP_OP
+    a_network: ClassVar[str] = "a ProxylessNAS network"
 
     def block_shapes(self, C: int = BASE_STEM) -> list[tuple[int, int, int]]:
         """``(C_in, C_out, stride)`` of every searchable block at width ``C``."""
         w = scaled_widths(self, C)
-        c_in, out = w.first, []
-        for width, depth, stride in zip(w.stages, self.depths, self.strides):
-            for i in range(depth):
-                out.append((c_in, width, stride if i == 0 else 1))
-                c_in = width
-        return out
+        return self.shapes_from(w.first, w.stages)
 
 
 @dataclass(frozen=True)
@@ -200,41 +147,19 @@ def scaled_widths(chain: BlockChain, C: int, given: tuple[int, ...] | None = Non
 def block_chain(*, cifar: bool) -> BlockChain:
     widths, depths = (24, 40, 80, 96, 192, 320), (4, 4, 4, 4, 4, 1)
     strides = (1 if cifar else 2, 2, 2, 1, 2, 1)
-    skippable: list[bool] = []
-    c_in = BASE_FIRST
-    for width, depth, stride in zip(widths, depths, strides):
-        for i in range(depth):
-            skippable.append((stride if i == 0 else 1) == 1 and c_in == width)
-            c_in = width
-    edges = tuple(Edge(i, i, i + 1, PROXYLESS_OPS) for i in range(len(skippable)))
-    return BlockChain(
-        num_input_nodes=1,
-        num_nodes=len(edges) + 1,
-        edges=edges,
-        inputs_per_node=None,
-        widths=widths,
-        depths=depths,
-        strides=strides,
-        stem_stride=1 if cifar else 2,
-        image_size=32 if cifar else 224,
-        skippable=tuple(skippable),
+    return build_chain(
+        BlockChain, c_in=BASE_FIRST, widths=widths, depths=depths, strides=strides, cifar=cifar
     )
 
 
 def proxyless_space(name: str) -> Space:
     """The space ``proxyless`` (ImageNet layout) or ``proxyless_cifar`` (32x32 layout)."""
-    if name not in PROXYLESS_SPACES:
-        raise ValueError(f"unknown ProxylessNAS space {name!r}")
-    return Space(
-        name=name, family=FAMILY, cells={CELL_TYPE: block_chain(cifar=name.endswith("_cifar"))}
-    )
+    return chain_space(name, PROXYLESS_SPACES, "ProxylessNAS", FAMILY, CELL_TYPE, block_chain)
 
 
 def chain_of(space: Space) -> BlockChain:
     """The block chain of a space of the family."""
-    chain = space.cells[CELL_TYPE]
-    assert isinstance(chain, BlockChain)
-    return chain
+    return chain_cell_of(space, CELL_TYPE, BlockChain)
 
 
 PROXYLESS_SPACES: tuple[str, ...] = ("proxyless", "proxyless_cifar")
