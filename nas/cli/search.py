@@ -28,7 +28,14 @@ from nas.bench import format_result_line, is_benchmark_cell
 from nas.choices import plugin_name
 from nas.cli.config_check import CommandLineError, check_command_line
 from nas.cli.configs import config_dir, config_groups, options, user_folders
-from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_guarded, run_in_folder
+from nas.cli.launch import (
+    EXIT_BAD_INPUT,
+    fail,
+    is_rank0,
+    leave_if_worker,
+    run_guarded,
+    run_in_folder,
+)
 from nas.run.config import validate_search_config
 
 if TYPE_CHECKING:
@@ -173,6 +180,7 @@ def main() -> None:
         if e.code == 1:
             sys.exit(EXIT_BAD_INPUT)
         raise
+    leave_if_worker()
 
 
 if __name__ == "__main__":

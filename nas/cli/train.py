@@ -42,7 +42,14 @@ from nas.cli.configs import (
     user_folders,
     user_search_path,
 )
-from nas.cli.launch import EXIT_BAD_INPUT, fail, is_rank0, run_guarded, run_in_folder
+from nas.cli.launch import (
+    EXIT_BAD_INPUT,
+    fail,
+    is_rank0,
+    leave_if_worker,
+    run_guarded,
+    run_in_folder,
+)
 from nas.run.config import validate_train_config
 from nas.run.folder import remove_new_empty_dirs
 from search_spaces.genotype import GENOTYPE_TYPES
@@ -298,6 +305,7 @@ def main() -> None:
         if e.code == 1:
             sys.exit(EXIT_BAD_INPUT)
         raise
+    leave_if_worker()
 
 
 if __name__ == "__main__":
