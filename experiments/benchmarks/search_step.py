@@ -93,7 +93,7 @@ SETTINGS = {
 
 # strategies whose step is not "architecture step, then weight step": the whole step is timed
 # (GDAS: weight step first; RS-WS: a weight step only; SNAS, FBNet: one joint step;
-# ProxylessNAS: a weight step on one sampled path, then the gates' step on two)
+# ProxylessNAS: a weight step on one sampled path, every 5th step also the gates' step)
 WHOLE_STEP = {"fbnet", "gdas", "proxylessnas", "reinmax", "rsws", "snas"}
 
 # steps counted for the FLOPs of a sampling strategy's step (their mean)
