@@ -106,6 +106,53 @@ def concat_channels(xs: list[Tensor]) -> Tensor:
     return _ConcatChannels.apply(*xs)
 
 
+NARROW_CHANNELS = 16
+"""``BatchNorm2d`` normalises an NHWC CPU input of fewer channels than this in NCHW."""
+
+
+class BatchNorm2d(nn.BatchNorm2d):
+    """``nn.BatchNorm2d`` that normalises a narrow NHWC input on the CPU in NCHW.
+
+    torch's channels-last CPU kernel vectorises across channels, so below 16 of them (the
+    partial-channel ops of PC-DARTS and DrNAS at K > 1 are C/K = 4-12 channels wide) it runs
+    several times slower than the NCHW kernel on the same data. Such an input is normalised as
+    an NCHW copy and the result handed back in NHWC: the NCHW kernel's output, gradient and
+    running statistics bit for bit, at the price of two copies. Wider inputs, other devices and
+    traced or compiled graphs take ``nn.BatchNorm2d``'s path unchanged; parameters, buffers and
+    checkpoints are ``nn.BatchNorm2d``'s.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        if (
+            x.dim() == 4
+            and x.shape[1] < NARROW_CHANNELS
+            and x.device.type == "cpu"
+            and not x.is_contiguous()
+            and x.is_contiguous(memory_format=torch.channels_last)
+            and not torch.jit.is_tracing()
+            and not torch.compiler.is_compiling()
+        ):
+            nchw = _Relayout.apply(x, torch.contiguous_format, torch.channels_last)
+            return _Relayout.apply(
+                super().forward(nchw), torch.channels_last, torch.contiguous_format
+            )
+        return super().forward(x)
+
+
+class _Relayout(torch.autograd.Function):
+    """``x`` copied into ``layout``; its gradient copied into ``grad_layout`` (so that a kernel
+    sees its input and the gradient of its output in one layout, as in an NCHW network)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, layout: torch.memory_format, grad_layout: torch.memory_format):
+        ctx.grad_layout = grad_layout
+        return x.contiguous(memory_format=layout)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        return grad.contiguous(memory_format=ctx.grad_layout), None, None
+
+
 class Zero(nn.Module):
     """The ``none`` operation: a zero tensor of the output's shape, with no parameters.
 
@@ -170,7 +217,7 @@ class FactorizedReduce(nn.Module):
         self.relu = nn.ReLU(inplace=False)
         self.conv_1 = nn.Conv2d(C_in, C_out // 2, 1, stride=2, padding=0, bias=False)
         self.conv_2 = nn.Conv2d(C_in, C_out // 2, 1, stride=2, padding=0, bias=False)
-        self.bn = nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats)
+        self.bn = BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats)
 
     def forward(self, x: Tensor) -> Tensor:
         # A 1x1 conv at stride 2 reads only the even pixels (conv_1) or, shifted by one, the odd
@@ -229,7 +276,7 @@ class ReLUConvBN(ReLUFirst):
         super().__init__(
             nn.ReLU(inplace=False),
             nn.Conv2d(C_in, C_out, kernel_size, stride=stride, padding=padding, bias=bias),
-            nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
+            BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
         )
 
 
@@ -254,7 +301,7 @@ class DilConv(ReLUFirst):
                 C_in, C_in, kernel_size, stride, padding, dilation=dilation, groups=C_in, bias=False
             ),
             nn.Conv2d(C_in, C_out, 1, padding=0, bias=False),
-            nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
+            BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
         )
 
 
@@ -276,11 +323,11 @@ class SepConv(ReLUFirst):
             nn.ReLU(inplace=False),
             nn.Conv2d(C_in, C_in, kernel_size, stride, padding, groups=C_in, bias=False),
             nn.Conv2d(C_in, C_in, 1, padding=0, bias=False),
-            nn.BatchNorm2d(C_in, affine=affine, track_running_stats=track_running_stats),
+            BatchNorm2d(C_in, affine=affine, track_running_stats=track_running_stats),
             nn.ReLU(inplace=False),
             nn.Conv2d(C_in, C_in, kernel_size, 1, padding, groups=C_in, bias=False),
             nn.Conv2d(C_in, C_out, 1, padding=0, bias=False),
-            nn.BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
+            BatchNorm2d(C_out, affine=affine, track_running_stats=track_running_stats),
         )
 
 

@@ -102,7 +102,7 @@ def main() -> None:
         )
         who = f"reference ({ref}{', channels_last' if channels_last else ''})"
     else:
-        channels_last = k == 1 if args.channels_last == "auto" else args.channels_last == "true"
+        channels_last = args.channels_last != "false"  # auto: NHWC, as nas-search
         arch_step, weight_step = build_ours(args.only, channels_last, amp=args.amp)
         amp = "" if args.amp == "none" else f", amp {args.amp}"
         who = f"ours ({'NHWC' if channels_last else 'NCHW'}{amp})"

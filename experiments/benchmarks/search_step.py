@@ -41,8 +41,7 @@ gives the first warm-up step (the cold compile) as ``first_step_s`` beside the t
 
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
 figures come from ``--reference-root drnas=<checkout>``. The memory format follows
-``nas-search channels_last=auto`` (NHWC for K=1, NCHW for K > 1); ``--channels-last
-true|false`` forces one.
+``nas-search channels_last=auto`` (NHWC); ``--channels-last true|false`` forces one.
 """
 
 from __future__ import annotations
@@ -221,9 +220,9 @@ def run_one(
     torch.set_num_threads(threads)
     base_rss = rss_mib()
     torch.manual_seed(0)
-    k, batch = SETTINGS[name][5], SETTINGS[name][6]
-    # nas-search's channels_last=auto: NHWC for full-width ops, NCHW for partial channels
-    channels_last = k == 1 if memory_format == "auto" else memory_format == "true"
+    batch = SETTINGS[name][6]
+    # nas-search's channels_last=auto: NHWC
+    channels_last = memory_format != "false"
     arch_step, weight_step = build_ours(name, channels_last, compile_, device, amp)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
@@ -427,7 +426,7 @@ def main() -> None:
         "--channels-last",
         choices=["auto", "true", "false"],
         default="auto",
-        help="memory format; auto (as nas-search): NHWC for K=1, NCHW for partial channels",
+        help="memory format; auto (as nas-search): NHWC",
     )
     parser.add_argument(
         "--compile", action="store_true", help="ours with compile=true (compile_supernet)"

@@ -383,16 +383,18 @@ class SearchRun(Run):
             follow_new_schedule(self.scheduler, self.epoch)
 
     def _apply_memory_format(self) -> None:
-        """NHWC (``channels_last``) for full-width ops, NCHW for partial channels (``auto``).
+        """NHWC (``channels_last``) unless ``channels_last=false`` (``auto``: NHWC).
 
         Measured on this CPU (``experiments/benchmarks/search_step.py``): NHWC makes a K=1
-        supernet ~1.5x faster, but a DrNAS supernet at K=6 (ops of C/6 channels, sliced, cat
-        and shuffled along the channel dimension, which NHWC stores innermost) 1.5x slower.
-        Re-applied when a DrNAS stage changes K; momentum buffers follow their parameters."""
+        supernet ~1.5x faster; with partial channels (K > 1) it is ~1.4x faster too since the
+        partial-channel edge writes its bypass and shuffle in place and the narrow batch norms
+        run in NCHW (``search_spaces.ops.BatchNorm2d``). Re-applied when a DrNAS stage changes
+        K (widened ops are built NCHW); momentum buffers follow their parameters."""
         setting = self.channels_last_setting
-        wanted = self.supernet.partial_channels == 1 if setting == "auto" else bool(setting)
-        if wanted == self.channels_last:
-            return
+        wanted = setting == "auto" or bool(setting)
+        # no early return: a DrNAS stage's widened ops come back NCHW (index_select), so the
+        # supernet and its momentum buffers are converted again (a no-op for tensors already
+        # in the format)
         fmt = torch.channels_last if wanted else torch.contiguous_format
         self.supernet.to(memory_format=fmt)  # in place: the optimiser keeps its parameters
         for state in self.weight_optimizer.state.values():

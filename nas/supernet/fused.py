@@ -37,7 +37,7 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _module
 
 from nas.supernet.mixed_op import MixedOp
-from search_spaces.ops import ReLUConvBN
+from search_spaces.ops import BatchNorm2d, ReLUConvBN
 
 # edge index -> op index -> that op's output, for ``MixedOp.forward(given=...)``
 FusedOutputs = dict[int, dict[int, Tensor]]
@@ -70,8 +70,11 @@ def _member(edge: int, k: int, op: nn.Module) -> _Member | None:
     if type(op) is not ReLUConvBN or len(op) != 3:
         return None
     conv, bn = op[1], op[2]
-    if not (type(conv) is nn.Conv2d and type(bn) is nn.BatchNorm2d):
+    # exact classes: a subclass may compute otherwise (ops.BatchNorm2d differs from
+    # nn.BatchNorm2d only in the layout it computes a narrow NHWC input in)
+    if type(conv) is not nn.Conv2d or type(bn) not in (nn.BatchNorm2d, BatchNorm2d):
         return None
+    assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
     if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
         return None
     if bn.momentum is None or _hooked(conv) or _hooked(bn):  # None: a per-BN running average

@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 # RELU_FIRST: the ops where ``op.after_relu(relu(x)) == op(x)``
-from search_spaces.ops import RELU_FIRST, build_op
+from search_spaces.ops import RELU_FIRST, BatchNorm2d, build_op
 
 
 def _dot(a: Tensor, b: Tensor) -> Tensor:
@@ -332,7 +332,7 @@ class MixedOp(nn.Module):
             )
             if bn_after_pool and "pool" in name:
                 op = nn.Sequential(
-                    op, nn.BatchNorm2d(c_op, affine=False, track_running_stats=track_running_stats)
+                    op, BatchNorm2d(c_op, affine=False, track_running_stats=track_running_stats)
                 )
             self.ops.append(op)
         self._runnable = [name != "none" for name in ops]

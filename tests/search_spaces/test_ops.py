@@ -2,7 +2,16 @@ import pytest
 import torch
 from torch import nn
 
-from search_spaces.ops import DARTS_OPS, NB201_OPS, OPS, FactorizedReduce, Identity, Zero, build_op
+from search_spaces.ops import (
+    DARTS_OPS,
+    NB201_OPS,
+    OPS,
+    BatchNorm2d,
+    FactorizedReduce,
+    Identity,
+    Zero,
+    build_op,
+)
 
 ALL_OPS = sorted(OPS)
 
@@ -100,3 +109,51 @@ def test_bad_op_arguments():
         build_op("conv_9x9", 4, 4, 1)
     with pytest.raises(ValueError, match="stride must be 1 or 2"):
         build_op("sep_conv_3x3", 4, 4, 3)
+
+
+@pytest.mark.parametrize("C", [4, 12])
+@pytest.mark.parametrize("affine", [True, False])
+def test_narrow_nhwc_batch_norm_is_the_nchw_kernels_bit_for_bit(C, affine):
+    # ops.BatchNorm2d normalises a narrow channels-last input as an NCHW copy: output,
+    # input gradient, parameter gradients and running statistics equal nn.BatchNorm2d's on
+    # NCHW data exactly, and the output stays NHWC
+    torch.manual_seed(0)
+    x = torch.randn(8, C, 12, 12) * 3 + 1
+    g = torch.randn_like(x)
+    ours, ref = BatchNorm2d(C, affine=affine), nn.BatchNorm2d(C, affine=affine)
+    if affine:
+        with torch.no_grad():
+            for m in (ours, ref):
+                m.weight.copy_(torch.linspace(0.5, 2.0, C))
+                m.bias.copy_(torch.linspace(-1.0, 1.0, C))
+    xr = x.clone().requires_grad_()
+    xo = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    out_ref, out = ref(xr), ours(xo)
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    assert torch.equal(out, out_ref)
+    out_ref.backward(g)
+    out.backward(g.contiguous(memory_format=torch.channels_last))
+    assert torch.equal(xo.grad, xr.grad)
+    assert torch.equal(ours.running_mean, ref.running_mean)
+    assert torch.equal(ours.running_var, ref.running_var)
+    if affine:
+        assert torch.equal(ours.weight.grad, ref.weight.grad)
+        assert torch.equal(ours.bias.grad, ref.bias.grad)
+    ours.eval(), ref.eval()
+    assert torch.equal(ours(xo.detach()), ref(x))
+
+
+def test_wide_or_nchw_batch_norm_is_nn_batch_norm():
+    torch.manual_seed(0)
+    for C, nhwc in [(16, True), (4, False)]:
+        x = torch.randn(4, C, 6, 6)
+        if nhwc:
+            x = x.contiguous(memory_format=torch.channels_last)
+        out, ref = BatchNorm2d(C)(x), nn.BatchNorm2d(C)(x)
+        assert torch.equal(out, ref) and out.stride() == ref.stride()
+
+
+def test_ops_use_the_narrow_batch_norm():
+    for name in ("sep_conv_3x3", "dil_conv_5x5", "skip_connect"):
+        op = build_op(name, 4, 4, 2, affine=False)
+        assert any(isinstance(m, BatchNorm2d) for m in op.modules()), name
