@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,7 +83,14 @@ def run_reference(
 
 
 def run_child(
-    what: str, reuse: bool, num_val_batches: int, cell_type: str, threads: int = 2
+    what: str,
+    reuse: bool,
+    num_val_batches: int,
+    cell_type: str,
+    threads: int = 2,
+    *,
+    C: int = 16,
+    layers: int = 8,
 ) -> dict[str, float]:
     import torch
 
@@ -92,7 +100,8 @@ def run_child(
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    net = build_supernet("s5", C=16, layers=8, num_classes=10).to(memory_format=torch.channels_last)
+    net = build_supernet("s5", C=C, layers=layers, num_classes=10)
+    net = net.to(memory_format=torch.channels_last)
     strategy = build_plugin("search", "darts")  # configs/search/darts.yaml, as nas-search
     strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
     base = rss_mib()
@@ -113,6 +122,12 @@ def run_child(
 
         def checkpoint(self):
             pass
+
+        def stop_point(self):  # no stop is requested in a benchmark
+            pass
+
+        def progress(self, *, total, desc):
+            return SimpleNamespace(update=lambda n=1: None, close=lambda: None)
 
         def log(self, event, **values):
             pass

@@ -111,3 +111,10 @@ def test_reference_projections_run_from_a_fake_checkout(tmp_path):
     decisions = eval(lines[-1])
     assert [d[0] for d in decisions] == ["op"] * 4 + ["edge"] * 2
     assert [d[-1] for d in decisions] == ["normal", "reduce"] * 3
+
+
+def test_our_full_selection_runs_with_the_selection_context_it_needs():
+    # the benchmark's stand-in for nas-search's selection context must offer what DARTS-PT
+    # calls (stop_point, progress, ...): a full selection at a tiny size, every projection
+    result = pt_selection.run_child("full", True, 1, "normal", threads=1, C=4, layers=3)
+    assert result["seconds"] > 0 and result["peak_rss_mib"] > 0
