@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,6 +94,7 @@ def run_child(
     import torch
 
     from nas.plugins import build_plugin
+    from nas.progress import Progress
     from nas.search import SearchContext
     from nas.supernet import build_supernet
 
@@ -127,7 +127,7 @@ def run_child(
             pass
 
         def progress(self, *, total, desc):
-            return SimpleNamespace(update=lambda n=1: None, close=lambda: None)
+            return Progress(total=total, desc=desc, enabled=False)  # nothing shown
 
         def log(self, event, **values):
             pass
