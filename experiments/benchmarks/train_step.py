@@ -38,6 +38,10 @@ whole process, one fresh process per configuration.
     python experiments/benchmarks/train_step.py --only ours --rounds 3 --steps 5 \
         --reference-root darts=/tmp/refs/darts --reference-channels-last   # side by side
 
+Beside our configs the table gives the FLOPs of one step (convolutions and products, forward and
+backward, counted once per process after the timing: ``throughput.py``), that count over the
+median step time, and its share of the CPU's nominal FP32 peak (``--peak-gflops`` gives it).
+
 Wall-clock medians are the protocol's measure; the CPU seconds per step (process time) are
 printed beside them because on a shared machine another process's load stretches wall time
 (with 2 threads, an OpenMP thread waiting for a busy core stalls the whole step).
@@ -54,6 +58,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from throughput import nominal_peak_gflops  # noqa: E402
 
 C, LAYERS, BATCH, DROP_PATH, AUX_WEIGHT = 36, 20, 96, 0.2, 0.4
 CONFIGS = ("reference", "ours", "ours-bf16", "ours-compile")
@@ -100,11 +107,9 @@ def reference_step_fn():
 
 def reference_code_step_fn(root: str, channels_last: bool):
     """quark0/darts ``train.py``'s step on its own ``NetworkCIFAR``, from the user's checkout."""
+    import reference_shims
     import torch
     from torch import nn
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import reference_shims
 
     os.chdir(os.path.join(root, "cnn"))
     reference_shims.install(root, ["cnn"])
@@ -181,12 +186,18 @@ def run_one(
         if i >= warmup:
             times.append(time.perf_counter() - t0)
             cpu_times.append(time.process_time() - c0)
-    return {
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result: dict[str, object] = {
         "config": config,
         "times": times,
         "cpu_times": cpu_times,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss,
     }
+    if config.startswith("ours"):  # counted after the timing and the memory, on one more step
+        from throughput import step_flops
+
+        result["step_gflop"] = step_flops(step) / 1e9
+    return result
 
 
 def main() -> None:
@@ -209,6 +220,11 @@ def main() -> None:
         action="store_true",
         help="with --reference-root: also the reference with NHWC model and input",
     )
+    parser.add_argument(
+        "--peak-gflops",
+        type=float,
+        help="the machine's nominal FP32 peak, where /proc/cpuinfo cannot give it",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-root", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -220,7 +236,6 @@ def main() -> None:
         raise SystemExit("--reference-channels-last needs --reference-root darts=PATH")
     root = None
     if args.reference_root:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from reference_runs import parse_roots
 
         roots = parse_roots([args.reference_root])
@@ -239,8 +254,12 @@ def main() -> None:
         f"{DROP_PATH}; median of {args.rounds} x {args.steps} steps (each process after "
         f"{args.warmup} warm-ups), {args.threads} thread(s)"
     )
+    peak, how = (args.peak_gflops, "--peak-gflops") if args.peak_gflops else (None, "")
+    if peak is None:
+        peak, how = nominal_peak_gflops(args.threads)
+    print(f"nominal peak: {peak:.0f} GFLOP/s ({how})" if peak else f"nominal peak: {how}")
     results: dict[str, dict[str, list[float]]] = {
-        c: {"times": [], "cpu": [], "rss": []} for c in configs
+        c: {"times": [], "cpu": [], "rss": [], "gflop": []} for c in configs
     }
     for _ in range(args.rounds):  # configs in turn: a slow spell of the machine hits all of them
         for config in configs:
@@ -253,8 +272,13 @@ def main() -> None:
             results[config]["times"] += r["times"]
             results[config]["cpu"] += r["cpu_times"]
             results[config]["rss"].append(r["peak_rss_mib"])
-    print("| config | step s (min-max) | CPU s per step | images/s | vs reference | peak RSS MiB |")
-    print("| --- | --- | --- | --- | --- | --- |")
+            if "step_gflop" in r:
+                results[config]["gflop"].append(r["step_gflop"])
+    print(
+        "| config | step s (min-max) | CPU s per step | images/s | vs reference | peak RSS MiB "
+        "| GFLOP per step | GFLOP/s | share of peak |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     reference_ips = None
     for config in configs:
         times = results[config]["times"]
@@ -262,10 +286,16 @@ def main() -> None:
         if config == ("reference-code" if root is not None else "reference"):
             reference_ips = ips
         ratio = f"{ips / reference_ips:.2f}x" if reference_ips else "-"
+        rate = "- | - | -"
+        if results[config]["gflop"]:
+            gflop = statistics.median(results[config]["gflop"])
+            gflops = gflop / statistics.median(times)
+            share = f"{100 * gflops / peak:.1f} %" if peak else "-"
+            rate = f"{gflop:.1f} | {gflops:.1f} | {share}"
         print(
             f"| {config} | {statistics.median(times):.2f} ({min(times):.2f}-{max(times):.2f}) | "
             f"{statistics.median(results[config]['cpu']):.2f} | {ips:.2f} | {ratio} | "
-            f"{max(results[config]['rss']):.0f} |",
+            f"{max(results[config]['rss']):.0f} | {rate} |",
             flush=True,
         )
 

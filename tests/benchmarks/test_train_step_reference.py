@@ -74,3 +74,22 @@ def test_a_checkout_that_is_not_darts_is_rejected(tmp_path):
     )
     assert proc.returncode != 0
     assert "expected a checkout of github.com/quark0/darts" in proc.stderr
+
+
+def _ours(batch: int) -> dict:
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import train_step as t; "
+        f"t.C, t.LAYERS, t.BATCH = 4, 3, {batch}; "
+        "print(json.dumps(t.run_one('ours', 1, 0, 1)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(BENCH)], capture_output=True, text=True, check=True
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_our_step_carries_its_flop_count_which_grows_with_the_batch():
+    small, large = _ours(2), _ours(4)
+    assert small["step_gflop"] > 0
+    # the convolutions and products scale with the batch (the classifier's too)
+    assert large["step_gflop"] == pytest.approx(2 * small["step_gflop"], rel=1e-6)
