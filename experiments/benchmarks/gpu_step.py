@@ -1,16 +1,23 @@
-"""Benchmark on a CUDA device: the search step of every row, eager and compiled, fp32 and bf16.
+"""Benchmark on a CUDA device: the search step of every row, eager, compiled and as CUDA graphs,
+fp32 and bf16.
 
-For each setting of ``search_step.py`` (``--only`` to choose) and each of fp32 eager, bf16
-eager (``amp=bf16``: the steps under autocast, as ``nas-search amp=bf16``), fp32 compiled and
-bf16 compiled (``compile=true``), one fresh process runs ``search_step.py``'s measurement of ours
-on the device (warm-up steps, then the median of the timed steps, each part of a step ended by a
-``torch.cuda.synchronize``) and reports the search step, images/s, the speed-up over fp32 eager,
-the peak device memory (``torch.cuda.max_memory_allocated``) and the cold first step (the
-compile, for the compiled runs).
+For each setting of ``search_step.py`` (``--only`` to choose) and each of fp32 eager, bf16 eager
+(``amp=bf16``: the steps under autocast, as ``nas-search amp=bf16``), fp32 compiled and bf16
+compiled (``compile=true``), and fp32 and bf16 as CUDA graphs (``compile=graphs``), one fresh
+process runs ``search_step.py``'s measurement of ours on the device (warm-up steps, then the median
+of the timed steps, each part of a step ended by a ``torch.cuda.synchronize``) and reports the
+search step, images/s, the speed-up over fp32 eager, the peak device memory
+(``torch.cuda.max_memory_allocated``) and the cold first step (the compile, for the compiled runs).
 
-    python experiments/benchmarks/gpu_step.py                      # every row, four configs
+    python experiments/benchmarks/gpu_step.py                      # every row, six configs
     python experiments/benchmarks/gpu_step.py --only nb201-darts1 --only darts-darts1
     python experiments/benchmarks/gpu_step.py --no-compile         # eager only (no cold compile)
+    python experiments/benchmarks/gpu_step.py --only nb201-darts1 --config "fp32 eager" \
+        --config "fp32 graphs"                                     # the NB201 step as CUDA graphs
+
+Graphs (fp32 and bf16; CUDA only): ``nas-search compile=graphs``, the compiled forward and
+backward recorded once as CUDA graphs (inductor's ``reduce-overhead`` mode) and replayed each
+step, one launch instead of hundreds of small kernels; with ``--no-compile`` they are skipped too.
 
 Without a CUDA device it says so in one line; ``--device cpu`` runs the same measurements on
 the CPU (what the test suite does, at a tiny size with ``--C``, ``--layers``, ``--batch``).
@@ -28,15 +35,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from search_step import SETTINGS, _child, _shape_flags  # noqa: E402
 
 SEARCH_STEP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_step.py")
-CONFIGS = (  # label, amp, compile
+CONFIGS = (  # label, amp, compile ("graphs": compiled and recorded as CUDA graphs)
     ("fp32 eager", "none", False),
     ("bf16 eager", "bf16", False),
     ("fp32 compile", "none", True),
     ("bf16 compile", "bf16", True),
+    ("fp32 graphs", "none", "graphs"),
+    ("bf16 graphs", "bf16", "graphs"),
 )
 
 
-def measure(name: str, amp: str, compile_: bool, args: argparse.Namespace) -> dict[str, Any]:
+def measure(name: str, amp: str, compile_: bool | str, args: argparse.Namespace) -> dict[str, Any]:
     """One measurement in a fresh process; its JSON, or {"error": its last stderr line}."""
     cmd = [sys.executable, SEARCH_STEP, "--child", name, "--device", args.device, "--amp", amp]
     cmd += [
@@ -47,7 +56,8 @@ def measure(name: str, amp: str, compile_: bool, args: argparse.Namespace) -> di
         "--threads",
         str(args.threads),
     ]
-    cmd += _shape_flags(args) + (["--compile"] if compile_ else [])
+    cmd += _shape_flags(args)
+    cmd += ["--cuda-graphs"] if compile_ == "graphs" else ["--compile"] if compile_ else []
     return _child(cmd)
 
 
@@ -59,6 +69,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of each process")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled configs")
+    parser.add_argument(
+        "--config",
+        choices=[label for label, _, _ in CONFIGS],
+        action="append",
+        help="only these configs (default: all)",
+    )
     parser.add_argument("--C", type=int)
     parser.add_argument("--layers", type=int)
     parser.add_argument("--batch", type=int)
@@ -88,7 +104,11 @@ def main() -> None:
         batch = args.batch or SETTINGS[name][6]
         base: float | None = None
         for label, amp, compile_ in CONFIGS:
-            if compile_ and args.no_compile:
+            if (compile_ and args.no_compile) or (args.config and label not in args.config):
+                continue
+            if compile_ == "graphs" and not args.device.startswith("cuda"):
+                print(f"| {name} | {batch} | {label} | skipped: CUDA graphs need a CUDA device "
+                      "| | | | |", flush=True)  # fmt: skip
                 continue
             r = measure(name, amp, compile_, args)
             rows.append({"setting": name, "config": label, **r})

@@ -39,6 +39,9 @@ gives the first warm-up step (the cold compile) as ``first_step_s`` beside the t
     python experiments/benchmarks/search_step.py --only nb201-darts1 --compile --steps 5
     python experiments/benchmarks/search_step.py --only darts-darts1 --compile --steps 5
 
+``--cuda-graphs`` (with ``--device cuda``): ours with ``nas-search compile=graphs``, the compiled
+forward and backward recorded as CUDA graphs and replayed (``gpu_step.py`` runs it per row).
+
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
 figures come from ``--reference-root drnas=<checkout>``. The memory format follows
 ``nas-search channels_last=auto`` (NHWC); ``--channels-last true|false`` forces one.
@@ -164,7 +167,7 @@ def time_steps(
 def build_ours(
     name: str,
     channels_last: bool,
-    compile_: bool = False,
+    compile_: bool | str = False,
     device: str = "cpu",
     amp: str = "none",
 ) -> tuple[Callable[[Any, Any], None], Callable[[Any], None]]:
@@ -182,8 +185,8 @@ def build_ours(
     net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k).to(device)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
-    if compile_:
-        compile_supernet(net)
+    if compile_:  # "graphs": nas-search compile=graphs (CUDA graphs)
+        compile_supernet(net, cuda_graphs=compile_ == "graphs")
     opt = torch.optim.SGD(net.parameters(), lr=0.025, momentum=0.9, weight_decay=3e-4, foreach=True)
     autocast_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
     ctx = SearchContext(net, opt, grad_clip=5.0, autocast_dtype=autocast_dtype)
@@ -209,7 +212,7 @@ def run_one(
     warmup: int,
     memory_format: str,
     threads: int = 2,
-    compile_: bool = False,
+    compile_: bool | str = False,
     device: str = "cpu",
     amp: str = "none",
 ) -> dict[str, float | str]:
@@ -230,7 +233,9 @@ def run_one(
     peak = peak_rss_mib()
     # a sampling strategy's step runs other paths each time: the mean over several steps
     samples = min(steps, FLOP_SAMPLES) if SETTINGS[name][3] in WHOLE_STEP else 1
-    flops = count_flops(arch_step, weight_step, batch, channels_last, device, samples)
+    # counted on the eager forward: a graph replay dispatches no operators to count
+    with torch.compiler.set_stance("force_eager"):
+        flops = count_flops(arch_step, weight_step, batch, channels_last, device, samples)
     gpu_peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.startswith("cuda") else 0.0
     return {
         "setting": name,
@@ -431,6 +436,11 @@ def main() -> None:
     parser.add_argument(
         "--compile", action="store_true", help="ours with compile=true (compile_supernet)"
     )
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="ours with compile=graphs (CUDA graphs: inductor's reduce-overhead mode; CUDA only)",
+    )
     parser.add_argument("--device", default="cpu", help="ours on this device (cpu, cuda, cuda:1)")
     parser.add_argument(
         "--amp", choices=["none", "bf16", "fp16"], default="none", help="ours under autocast"
@@ -447,6 +457,10 @@ def main() -> None:
     parser.add_argument("--child-root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     _override_shapes(args)
+    if args.cuda_graphs and not args.device.startswith("cuda"):
+        raise SystemExit(
+            f"--cuda-graphs records CUDA graphs and needs --device cuda, got --device {args.device}"
+        )
     if args.child:
         result = run_one(
             args.child,
@@ -454,7 +468,7 @@ def main() -> None:
             args.warmup,
             args.channels_last,
             args.threads,
-            args.compile,
+            "graphs" if args.cuda_graphs else args.compile,
             args.device,
             args.amp,
         )
@@ -477,6 +491,11 @@ def main() -> None:
             f"--threads {args.threads}: expected rounds, steps, threads >= 1 and warmup >= 0"
         )
     roots = parse_roots(args.reference_root)
+    if roots and (args.device != "cpu" or args.amp != "none" or args.cuda_graphs):
+        raise SystemExit(
+            f"--reference-root compares fp32 steps on the CPU; got --device {args.device} "
+            f"--amp {args.amp}{' --cuda-graphs' if args.cuda_graphs else ''}"
+        )
     if roots:
         side_by_side(args, roots)
         return
@@ -491,7 +510,9 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--child", name, "--steps", str(args.steps)]
         cmd += ["--warmup", str(args.warmup), "--channels-last", args.channels_last]
         cmd += ["--threads", str(args.threads)] + _shape_flags(args)
+        cmd += ["--device", args.device, "--amp", args.amp]
         cmd += ["--compile"] if args.compile else []
+        cmd += ["--cuda-graphs"] if args.cuda_graphs else []
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ref_ips, ref_mem = SETTINGS[name][7], SETTINGS[name][8]

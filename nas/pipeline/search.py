@@ -181,8 +181,13 @@ class SearchRun(Run):
         cfg = self.cfg
         self.channels_last_setting = _channels_last_setting(cfg.get("channels_last", "auto"))
         self.compile = cfg.get("compile", False)
-        if not isinstance(self.compile, bool):
-            raise SearchError(f"compile must be true or false, got {self.compile!r}")
+        if not isinstance(self.compile, bool) and self.compile != "graphs":
+            raise SearchError(f"compile must be true, false or graphs, got {self.compile!r}")
+        if self.compile == "graphs" and self.device.type != "cuda":
+            raise SearchError(
+                f"compile=graphs records CUDA graphs and needs a CUDA device, got device="
+                f"{self.device}; use compile=true here"
+            )
         self.micro_batches = int(cfg.get("micro_batches") or 1)
         self.sync_check_every = int(cfg.get("sync_check_every") or 50)
         # the architecture batch of a step: the next of the split's shuffled epoch
@@ -239,7 +244,7 @@ class SearchRun(Run):
             raise SearchError(str(e)) from None
         self.channels_last = False  # the format the supernet is in; see _apply_memory_format
         if self.compile:
-            compile_supernet(supernet)
+            compile_supernet(supernet, cuda_graphs=self.compile == "graphs")
         return supernet
 
     def _build_optimisers(self) -> None:

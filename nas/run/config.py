@@ -166,7 +166,8 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
     check("seed", _non_negative_int, "an int >= 0")
     for key in ("resume", "eval", "figures"):
         check(key, lambda v: isinstance(v, bool), "true or false")
-    check("compile", _bool, "true or false", default=False)
+    check("compile", lambda v: _bool(v) or v == "graphs", "true, false or graphs",
+          default=False)  # fmt: skip
     check("channels_last", lambda v: _bool(v) or v == "auto", "true, false or auto",
           default="auto")  # fmt: skip
     check("optimizer.stage_lr", lambda v: v in STAGE_LRS, " or ".join(map(repr, STAGE_LRS)),

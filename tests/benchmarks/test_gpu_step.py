@@ -55,3 +55,47 @@ def test_no_cuda_device_is_one_line():
     )
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].startswith("--device cuda: no CUDA device here")
+
+
+def test_chosen_configs_run_and_cuda_graphs_are_skipped_in_a_line_off_a_cuda_device(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            gpu_step.__file__,
+            "--device",
+            "cpu",
+            "--only",
+            "nb201-darts1",
+            "--config",
+            "fp32 eager",
+            "--config",
+            "fp32 graphs",
+            "--threads",
+            "1",
+            "--json",
+            str(out),
+            *TINY,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [r["config"] for r in json.loads(out.read_text())] == ["fp32 eager"]
+    assert "| nb201-darts1 | 4 | fp32 graphs | skipped: CUDA graphs need a CUDA device" in (
+        proc.stdout
+    )
+
+
+def test_search_step_refuses_cuda_graphs_off_a_cuda_device_in_one_line():
+    proc = subprocess.run(
+        [sys.executable, gpu_step.SEARCH_STEP, "--only", "nb201-darts1", "--cuda-graphs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "--cuda-graphs records CUDA graphs and needs --device cuda, got --device cpu"
+    )

@@ -45,7 +45,7 @@ WHERE_IT_RUNS = [
 ]
 
 SEARCH_ONLY = [
-    ({"compile": "yes"}, "compile must be true or false, got 'yes'"),
+    ({"compile": "yes"}, "compile must be true, false or graphs, got 'yes'"),
     ({"channels_last": "yes"}, "channels_last must be true, false or auto, got 'yes'"),
     ({"channels_last": 1}, "channels_last must be true, false or auto, got 1"),
     ({"micro_batches": 0}, "micro_batches must be a positive int, got 0"),
@@ -110,7 +110,7 @@ def _refused_before_torch(program: str, args: list[str], tmp_path: Path) -> str:
 @pytest.mark.parametrize(
     ("program", "args", "message"),
     [
-        ("search", [*SEARCH_TINY, "compile=yes"], "compile must be true or false, got 'yes'"),
+        ("search", [*SEARCH_TINY, "compile=yes"], "compile must be true, false or graphs"),
         ("search", ["-m", *SEARCH_TINY, "device=cpu,gpu"], "device must be auto, cpu, cuda"),
         ("train", [*TRAIN_TINY, "amp=fp32"], "amp must be null, bf16 or fp16, got 'fp32'"),
         ("train", [*TRAIN_TINY, "eval_only=true"], "eval_only=true needs checkpoint="),

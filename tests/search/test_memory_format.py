@@ -59,5 +59,11 @@ def test_compile_installs_the_compiled_forward_and_rejects_non_booleans(tmp_path
     run = SearchRun(_cfg(*TINY, "compile=true"), tmp_path / "a")
     assert "forward" in run.supernet.__dict__  # compile_supernet's forward on the instance
     assert "forward" not in SearchRun(_cfg(*TINY), tmp_path / "b").supernet.__dict__
-    with pytest.raises(SearchError, match="compile must be true or false, got 'yes'"):
+    with pytest.raises(SearchError, match="compile must be true, false or graphs, got 'yes'"):
         SearchRun(_cfg(*TINY, "compile=yes"), tmp_path / "c")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here")
+def test_cuda_graphs_are_refused_off_a_cuda_device_before_anything_is_built(tmp_path):
+    with pytest.raises(SearchError, match=r"^compile=graphs records CUDA graphs and needs a CUDA"):
+        SearchRun(_cfg(*TINY, "compile=graphs"), tmp_path / "a")
