@@ -18,14 +18,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from nas.supernet.fused import FusedOutputs, FusingCell
 from nas.supernet.mixed_op import MixedOp
 from nas.supernet.network import SUPERNETS, ArchWeights, SharedReLU, Supernet, add_scaled
 from search_spaces.ops import FactorizedReduce, ReLUConvBN
 from search_spaces.space import CellSpace, Space, get_space
 
 
-class DartsSearchCell(nn.Module):
-    """A supernet cell of a DARTS-style space (4 nodes, 14 mixed edges)."""
+class DartsSearchCell(FusingCell):
+    """A supernet cell of a DARTS-style space (4 nodes, 14 mixed edges).
+
+    ``fuse``: the ``sep_conv`` and ``dil_conv`` ops that run on the edges leaving one state are
+    computed together, one chain per kind (``nas.supernet.fused``), when the state is first
+    read."""
 
     def __init__(
         self,
@@ -49,6 +54,9 @@ class DartsSearchCell(nn.Module):
         self.num_input_nodes = cell.num_input_nodes
         self.edges_into = [[e.index for e in cell.edges_into(n)] for n in cell.intermediate_nodes]
         self.edge_src = [e.src for e in cell.edges]
+        self.edges_from = {
+            n: [e.index for e in cell.edges if e.src == n] for n in {e.src for e in cell.edges}
+        }
         self.ops = nn.ModuleList(
             MixedOp(
                 C,
@@ -72,16 +80,22 @@ class DartsSearchCell(nn.Module):
         states = [self.preprocess0(s0), self.preprocess1(s1)]
         relu = SharedReLU(states)
         w_E = weights_EO.unbind(0)
+        fused: FusedOutputs = {}
+        fused_states: set[int] = set()
         for edges in self.edges_into:
             node: Tensor | None = None
             for e in edges:
                 src, op = self.edge_src[e], self.ops[e]
+                if self.fuse and src not in fused_states:  # the state's first reader
+                    fused_states.add(src)
+                    fused.update(self.fused_from(src, relu.of, active))
                 r = relu.of(op, src, active[e])
+                given = fused.pop(e, None)
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = op(states[src], w_E[e], active[e], None, r)
+                    out = op(states[src], w_E[e], active[e], None, r, given)
                     node = add_scaled(node, out, edge_weights_E[e])
                     continue
-                node = op(states[src], w_E[e], active[e], node, r)
+                node = op(states[src], w_E[e], active[e], node, r, given)
             if node is None:  # every op into this node is off: the node is zero
                 ref = states[1] if not self.reduction else states[1][:, :, ::2, ::2]
                 node = torch.zeros_like(ref)
@@ -106,6 +120,7 @@ class DartsSupernet(Supernet):
         stem: str = "cifar",
         lastact: bool = False,
         pool_bn: bool = True,
+        fuse: bool = False,
     ) -> None:
         super().__init__()
         self.space = get_space(space) if isinstance(space, str) else space
@@ -173,6 +188,7 @@ class DartsSupernet(Supernet):
         self.global_pooling = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(C_prev, num_classes)
         self._init_masks()
+        self.fuse = fuse
 
     @property
     def cell_types(self) -> list[str]:

@@ -1,29 +1,51 @@
-"""One convolution per cell state: the ReLU-conv-BN ops of every edge that reads it, fused.
+"""One convolution per cell state: the ReLU-first conv ops of every edge that reads it, fused.
 
-Second stage of the pipeline (``nas.supernet``); the NB201 supernet's cells use it (performance
-issue, item 1: "one convolution per input state, not per edge"). In a NAS-Bench-201 cell every
-edge leaving a state runs its own ``nor_conv_1x1`` and ``nor_conv_3x3`` (ReLU, conv, BN) on that
-same state: node 0 feeds three edges, node 1 two. Here the ops that run this forward, over all
-the edges of one state, are computed as one convolution per kernel size over their weights
-concatenated along the output channels, from the cell's one ReLU of the state
-(``SharedReLU``), and one batch norm over the concatenated channels; the output is split back
-per op, and each edge mixes its ops as before (``MixedOp``'s ``given``).
+Second stage of the pipeline (``nas.supernet``), used by the cells of the supernets that have a
+``fuse`` switch (performance issue, item 1: "one convolution per input state, not per edge").
+A cell state is read by several edges, and each of them runs its own candidate ops on it (DARTS,
+Liu et al., ICLR 2019, eq. 1: ``sum_k w_k o_k(x)`` per edge ``(i, j)``, every edge leaving
+state ``i`` on the same ``x_i``). Here the ops that run this forward, over all the edges of one
+state, that start with a ReLU of the state and continue as a chain of convolutions, batch norms
+and ReLUs (``ReLUConvBN``, ``DilConv``, ``SepConv`` of ``search_spaces.ops``) are grouped by kind
+(the same op class and the same layers: kernel, stride, padding, dilation, groups, channels,
+batch-norm settings and mode, dtype and device) and each group runs as one chain on the cell's
+one ReLU of the state (``SharedReLU``):
 
-The per-op modules keep owning their parameters and running statistics: the fused weight is a
-``torch.cat`` of theirs in every forward (autograd gives each its own gradient), so state
-dicts, checkpoints, op masks, projections and widening see the same tensors as without fusion.
-Batch norm normalises each channel by that channel's own statistics, so one BN over the
-concatenated channels computes what the per-op BNs compute; the running statistics it updates
-are copied back into each op's buffers (and each op's ``num_batches_tracked`` counts the step).
+* the first convolution reads the state itself: its ``n`` ops' weights are interleaved per
+  channel group and run as one convolution with the ops' ``groups``, whose output channels come
+  out group by group; one copy reorders them into ``n`` blocks, one per op (for ``groups == 1``,
+  the convolutions of NB201's ``nor_conv_kxk`` and the preprocessing 1x1s, the weights are just
+  concatenated and nothing is reordered; for the depthwise first stage of ``sep_conv`` and
+  ``dil_conv``, ``groups == C``, one depthwise convolution makes ``n`` outputs per channel);
+* every later convolution reads the ``n`` blocks: one convolution with ``n`` times the groups
+  over the concatenated weights (the pointwise 1x1 of each stage: ``groups=n``; the second
+  depthwise stage of ``sep_conv``: ``groups=n*C``);
+* every batch norm is one batch norm over the concatenated channels, and every ReLU one ReLU.
+
+The result is split back into one channel block per op, and each edge mixes its ops as before
+(``MixedOp``'s ``given``). Interleaving the first convolution's weights, rather than repeating
+the state ``n`` times along channels and running ``groups * n`` groups, measured no slower at
+stride 1 and faster at stride 2, where the copy is of the smaller output
+(``experiments/benchmarks/fused_state.py``).
+
+The per-op modules keep owning their parameters and running statistics: the fused weights are
+``torch.stack`` / ``torch.cat`` of theirs in every forward (autograd gives each its own
+gradient), so state dicts, checkpoints, op masks, projections and widening see the same tensors
+as without fusion. Batch norm normalises each channel by that channel's own statistics, so one
+BN over the concatenated channels computes what the per-op BNs compute; the running statistics
+it updates are copied back into each op's buffers (and each op's ``num_batches_tracked`` counts
+the step).
 
 Only the ops that run are fused (``active`` and not ``none``: a masked, pruned, projected-away
 or unsampled op is not computed); a kind with a single op this forward, an edge under partial
-channels (K > 1) or without the shared ReLU (the proxies' hooks), and an op whose conv or BN
-carries a hook run the unfused way.
+channels (K > 1) or without the shared ReLU (the proxies' hooks), a subclass of the op classes,
+and an op with a hook on any of its layers after the ReLU (or a global module hook) run the
+unfused way.
 
-The forward is bit-identical to the unfused one; the backward sums the state's input gradient
-in one convolution instead of one per op, so float32 results differ by rounding. Off by default
-(``NB201Supernet.fuse``): on a 2-core CPU it measured slower (``docs/performance.md``).
+The results equal the unfused ones to float rounding (the fused kernels sum in another order:
+the input gradient of the state in one convolution instead of one per op, a grouped kernel's
+blocking), so a float32 search rounds differently with it on. Off by default (the supernets'
+``fuse``): on a 2-core CPU it measured slower (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -37,17 +59,44 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _module
 
 from nas.supernet.mixed_op import MixedOp
-from search_spaces.ops import BatchNorm2d, ReLUConvBN
+from search_spaces.ops import BatchNorm2d, DilConv, ReLUConvBN, SepConv
 
 # edge index -> op index -> that op's output, for ``MixedOp.forward(given=...)``
 FusedOutputs = dict[int, dict[int, Tensor]]
+
+# the op classes whose layers after the first ReLU are a chain of convs, BNs and ReLUs
+FUSABLE_OPS = (ReLUConvBN, DilConv, SepConv)
+
+
+class FusingCell(nn.Module):
+    """A supernet cell that can fuse the ops of the edges reading one state (``fuse``; the
+    supernets' ``fuse`` property switches every such cell). It has ``ops``, a ``MixedOp`` per
+    edge, and ``edges_from``, state -> the edges that read it."""
+
+    fuse = False
+    ops: nn.ModuleList
+    edges_from: dict[int, list[int]]
+
+    def fused_from(
+        self,
+        src: int,
+        relu_of: Callable[[nn.Module, int, list[bool]], Tensor | None],
+        active: list[list[bool]],
+    ) -> FusedOutputs:
+        """The fused ops' outputs of the edges leaving state ``src`` (edge -> op -> output);
+        ``relu_of(mixed_op, src, active_O)``: the cell's shared ReLU (``SharedReLU.of``)."""
+        edges = []
+        for e in self.edges_from.get(src, []):
+            op = self.ops[e]
+            assert isinstance(op, MixedOp)
+            edges.append((e, op, active[e]))
+        return fused_outputs(edges, lambda e: relu_of(self.ops[e], src, active[e]))
 
 
 class _Member(NamedTuple):
     edge: int
     k: int  # the op's index on its edge
-    conv: nn.Conv2d
-    bn: nn.BatchNorm2d
+    layers: tuple[nn.Module, ...]  # the op's layers after its ReLU
 
 
 def _hooked(m: nn.Module) -> bool:
@@ -65,32 +114,50 @@ def _global_hooks() -> bool:
     )
 
 
-def _member(edge: int, k: int, op: nn.Module) -> _Member | None:
-    """The op as a fusion member, or None when it must run its own way."""
-    if type(op) is not ReLUConvBN or len(op) != 3:
+def _layer_kind(layer: nn.Module) -> tuple[object, ...] | None:
+    """What two ops' layers at one position must share to run as one; None: not fusable.
+    Exact classes: a subclass may compute otherwise (``ops.BatchNorm2d`` differs from
+    ``nn.BatchNorm2d`` only in the layout it computes a narrow NHWC input in)."""
+    if _hooked(layer):
         return None
-    conv, bn = op[1], op[2]
-    # exact classes: a subclass may compute otherwise (ops.BatchNorm2d differs from
-    # nn.BatchNorm2d only in the layout it computes a narrow NHWC input in)
-    if type(conv) is not nn.Conv2d or type(bn) not in (nn.BatchNorm2d, BatchNorm2d):
-        return None
-    assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
-    if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
-        return None
-    if bn.momentum is None or _hooked(conv) or _hooked(bn):  # None: a per-BN running average
-        return None
-    return _Member(edge, k, conv, bn)
+    if type(layer) is nn.ReLU:
+        return ("relu",)
+    if type(layer) is nn.Conv2d:
+        assert isinstance(layer, nn.Conv2d)
+        if layer.padding_mode != "zeros" or isinstance(layer.padding, str):
+            return None
+        w = layer.weight
+        return (
+            "conv", layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride,
+            layer.padding, layer.dilation, layer.groups, layer.bias is not None, w.dtype,
+            w.device,
+        )  # fmt: skip
+    if type(layer) in (nn.BatchNorm2d, BatchNorm2d):
+        assert isinstance(layer, nn.BatchNorm2d)
+        if layer.momentum is None:  # a cumulative running average per BN
+            return None
+        return (
+            "bn", layer.num_features, layer.eps, layer.momentum, layer.affine,
+            layer.track_running_stats, layer.training, layer.running_mean is not None,
+        )  # fmt: skip
+    return None
 
 
-def _kind(m: _Member) -> tuple[object, ...]:
-    """What must be equal for two ops to share one convolution and one batch norm."""
-    c, b = m.conv, m.bn
-    w = c.weight
-    return (
-        c.in_channels, c.kernel_size, c.stride, c.padding, c.dilation, c.bias is not None,
-        w.dtype, w.device, b.eps, b.momentum, b.affine, b.track_running_stats, b.training,
-        b.running_mean is not None,
-    )  # fmt: skip
+def _member(edge: int, k: int, op: nn.Module) -> tuple[tuple[object, ...], _Member] | None:
+    """The op's kind and the op as a fusion member, or None when it must run its own way."""
+    if type(op) not in FUSABLE_OPS:
+        return None
+    assert isinstance(op, nn.Sequential)
+    layers = tuple(op)
+    if len(layers) < 2 or type(layers[0]) is not nn.ReLU or type(layers[1]) is not nn.Conv2d:
+        return None
+    kinds = []
+    for layer in layers[1:]:
+        kind = _layer_kind(layer)
+        if kind is None:
+            return None
+        kinds.append(kind)
+    return (type(op), *kinds), _Member(edge, k, layers[1:])
 
 
 def groups_of(
@@ -105,18 +172,20 @@ def groups_of(
         if mixed.k != 1 or not mixed.share_relu:
             continue
         for k in mixed.running_ops(active_O):
-            m = _member(e, k, mixed.ops[k])
-            if m is not None:
-                groups.setdefault(_kind(m), []).append(m)
+            found = _member(e, k, mixed.ops[k])
+            if found is not None:
+                kind, m = found
+                groups.setdefault(kind, []).append(m)
     return [g for g in groups.values() if len(g) > 1]
 
 
 def _batch_norm(y: Tensor, bns: list[nn.BatchNorm2d]) -> Tensor:
     """``cat([bn_i(y_i)])`` for the channel blocks ``y_i`` of ``y``, as ``BatchNorm2d.forward``
-    runs each (all of one kind: ``_kind``), the running statistics written back to each BN."""
+    runs each (all of one kind: ``_layer_kind``), the running statistics written back to each
+    BN."""
     b0 = bns[0]
     factor = b0.momentum
-    assert factor is not None  # _member
+    assert factor is not None  # _layer_kind
     if b0.training and b0.track_running_stats:
         for bn in bns:
             if bn.num_batches_tracked is not None:
@@ -140,15 +209,55 @@ def _batch_norm(y: Tensor, bns: list[nn.BatchNorm2d]) -> Tensor:
     return out
 
 
+def _regroup(y: Tensor, groups: int, n: int) -> Tensor:
+    """``y``'s channels, ordered (group, op, channel of the group's output), reordered to
+    (op, group, channel): one block per op. One copy, in ``y``'s memory layout."""
+    b, c, h, w = y.shape
+    if y.dim() == 4 and y.stride(1) == 1 and c > 1:  # NHWC
+        nhwc = y.permute(0, 2, 3, 1).reshape(b, h, w, groups, n, c // (groups * n))
+        return nhwc.transpose(3, 4).reshape(b, h, w, c).permute(0, 3, 1, 2)
+    return y.reshape(b, groups, n, c // (groups * n), h, w).transpose(1, 2).reshape(b, c, h, w)
+
+
+def _first_conv(x: Tensor, convs: list[nn.Conv2d]) -> Tensor:
+    """``cat([conv_i(x)])``: the ``n`` convolutions of one state's input ``x`` as one, with
+    each channel group's filters of all ops side by side, then reordered per op."""
+    c0, n, g = convs[0], len(convs), convs[0].groups
+    weight = torch.stack([c.weight.view(g, -1, *c.weight.shape[1:]) for c in convs], 1)
+    weight = weight.reshape(-1, *weight.shape[3:])
+    bias = None
+    if c0.bias is not None:
+        biases = [c.bias.view(g, -1) for c in convs]  # type: ignore[union-attr]
+        bias = torch.stack(biases, 1).reshape(-1)
+    y = F.conv2d(x, weight, bias, c0.stride, c0.padding, c0.dilation, g)
+    return y if g == 1 else _regroup(y, g, n)
+
+
+def _block_conv(y: Tensor, convs: list[nn.Conv2d]) -> Tensor:
+    """``cat([conv_i(y_i)])`` for the ``n`` channel blocks ``y_i`` of ``y``: one convolution
+    with ``n`` times the groups over the concatenated weights."""
+    c0 = convs[0]
+    weight = torch.cat([c.weight for c in convs])
+    bias = None if c0.bias is None else torch.cat([c.bias for c in convs])  # type: ignore[misc]
+    return F.conv2d(y, weight, bias, c0.stride, c0.padding, c0.dilation, c0.groups * len(convs))
+
+
 def run_group(relu_x: Tensor, group: list[_Member], out: FusedOutputs) -> None:
-    """One convolution and one batch norm for ``group`` on ``relu_x`` (the ReLU of the state
-    its edges read); each op's output, a channel block of the result, into ``out``."""
-    c0 = group[0].conv
-    weight = torch.cat([m.conv.weight for m in group])
-    bias = None if c0.bias is None else torch.cat([m.conv.bias for m in group])  # type: ignore[misc]
-    y = F.conv2d(relu_x, weight, bias, c0.stride, c0.padding, c0.dilation)
-    y = _batch_norm(y, [m.bn for m in group])
-    for m, part in zip(group, y.split([m.conv.out_channels for m in group], 1)):
+    """The layers of the ops of ``group`` (one kind) as one chain on ``relu_x`` (the ReLU of
+    the state their edges read); each op's output, a channel block of the result, into
+    ``out``."""
+    y = relu_x
+    for j, layer in enumerate(group[0].layers):
+        layers = [m.layers[j] for m in group]
+        if isinstance(layer, nn.Conv2d):
+            convs: list[nn.Conv2d] = layers  # type: ignore[assignment]
+            y = _first_conv(y, convs) if j == 0 else _block_conv(y, convs)
+        elif isinstance(layer, nn.BatchNorm2d):
+            y = _batch_norm(y, layers)  # type: ignore[arg-type]
+        else:  # nn.ReLU (_layer_kind)
+            y = torch.relu(y)
+    sizes = [y.shape[1] // len(group)] * len(group)
+    for m, part in zip(group, y.split(sizes, 1)):
         out.setdefault(m.edge, {})[m.k] = part
 
 

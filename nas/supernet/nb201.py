@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nas.supernet.fused import FusedOutputs, fused_outputs
+from nas.supernet.fused import FusedOutputs, FusingCell
 from nas.supernet.mixed_op import MixedOp
 from nas.supernet.network import (
     SUPERNETS,
@@ -33,14 +33,12 @@ from search_spaces.nb201 import ResNetBasicblock
 from search_spaces.space import CellSpace, Space
 
 
-class NB201SearchCell(nn.Module):
+class NB201SearchCell(FusingCell):
     """A searchable NAS-Bench-201 cell: node j sums the mixed ops of edges from all i < j.
 
     ``fuse``: the ReLU-conv-BN ops that run on the edges leaving one state are computed
     together, one convolution per kernel size (``nas.supernet.fused``), when the state is
     first read."""
-
-    fuse = False
 
     def __init__(
         self, cell: CellSpace, C: int, partial_channels: int, track_running_stats: bool
@@ -81,7 +79,7 @@ class NB201SearchCell(nn.Module):
                 src, op = self.edge_src[e], self.ops[e]
                 if self.fuse and src not in fused_states:  # the state's first reader
                     fused_states.add(src)
-                    fused.update(self._fused(src, relu, active))
+                    fused.update(self.fused_from(src, relu.of, active))
                 r = relu.of(op, src, active[e])
                 given = fused.pop(e, None)
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
@@ -91,15 +89,6 @@ class NB201SearchCell(nn.Module):
                 node = op(nodes[src], w_E[e], active[e], node, r, given)
             nodes.append(torch.zeros_like(x) if node is None else node)
         return nodes[-1]
-
-    def _fused(self, src: int, relu: SharedReLU, active: list[list[bool]]) -> FusedOutputs:
-        """The fused ops' outputs of the edges leaving state ``src`` (edge -> op -> output)."""
-        edges = []
-        for e in self.edges_from[src]:
-            op = self.ops[e]
-            assert isinstance(op, MixedOp)
-            edges.append((e, op, active[e]))
-        return fused_outputs(edges, lambda e: relu.of(self.ops[e], src, active[e]))
 
 
 class NB201Supernet(Supernet):
@@ -142,19 +131,6 @@ class NB201Supernet(Supernet):
         self.classifier = nn.Linear(C_prev, num_classes)
         self._init_masks()
         self.fuse = fuse
-
-    @property
-    def fuse(self) -> bool:
-        """Whether the cells fuse the convolutions of the edges that read one state."""
-        return all(c.fuse for c in self.cells if isinstance(c, NB201SearchCell))
-
-    @fuse.setter
-    def fuse(self, on: bool) -> None:
-        if not isinstance(on, bool):
-            raise ValueError(f"fuse must be true or false, got {on!r}")
-        for c in self.cells:
-            if isinstance(c, NB201SearchCell):
-                c.fuse = on
 
     def first_cell_of(self, cell_type: str) -> int:
         return 0

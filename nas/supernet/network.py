@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from nas.supernet.fused import FusingCell
 from nas.supernet.mixed_op import MixedOp
 from nas.supernet.widen import widen_mixed_op
 from search_spaces.space import Space, get_space
@@ -152,6 +153,23 @@ class Supernet(nn.Module):
         for mixed in self.mixed_ops():
             expanders.update(widen_mixed_op(mixed, k, generator))
         return expanders
+
+    @property
+    def fuse(self) -> bool:
+        """Whether the cells fuse the ops of the edges that read one state
+        (``nas.supernet.fused``); False for a supernet without such cells."""
+        cells = [c for c in self.modules() if isinstance(c, FusingCell)]
+        return bool(cells) and all(c.fuse for c in cells)
+
+    @fuse.setter
+    def fuse(self, on: bool) -> None:
+        if not isinstance(on, bool):
+            raise ValueError(f"fuse must be true or false, got {on!r}")
+        cells = [c for c in self.modules() if isinstance(c, FusingCell)]
+        if on and not cells:
+            raise ValueError(f"{type(self).__name__} has no cells that fuse the ops of a state")
+        for c in cells:
+            c.fuse = on
 
     def arch_shapes(self) -> dict[str, tuple[int, int]]:
         return {ct: (c.num_edges, c.num_ops) for ct, c in self.space.cells.items()}
