@@ -42,6 +42,11 @@ gives the first warm-up step (the cold compile) as ``first_step_s`` beside the t
 ``--cuda-graphs`` (with ``--device cuda``): ours with ``nas-search compile=graphs``, the compiled
 forward and backward recorded as CUDA graphs and replayed (``gpu_step.py`` runs it per row).
 
+``--fuse``: ours with the supernet's ``fuse`` on (the ops of the edges that read one state run
+as one convolution chain per kind, ``nas.supernet.fused``; the row's ``fuse`` in the JSON):
+
+    python experiments/benchmarks/search_step.py --only darts-darts1 --fuse --steps 3
+
 DrNAS rows: the DARTS space without ``none`` (S5) with partial channels K; the reference's
 figures come from ``--reference-root drnas=<checkout>``. The memory format follows
 ``nas-search channels_last=auto`` (NHWC); ``--channels-last true|false`` forces one.
@@ -170,11 +175,13 @@ def build_ours(
     compile_: bool | str = False,
     device: str = "cpu",
     amp: str = "none",
+    fuse: bool = False,
 ) -> tuple[Callable[[Any, Any], None], Callable[[Any], None]]:
     """Our supernet and strategy for setting ``name``: its (arch step, weight step). For the
     strategies of ``WHOLE_STEP`` the first is the whole step (a new step seed each call) and
     the second does nothing. ``amp`` bf16 / fp16: the steps under autocast (``nas-search
-    amp=``), as ``SearchContext.autocast_dtype``."""
+    amp=``), as ``SearchContext.autocast_dtype``. ``fuse``: the supernet's ``fuse`` on (the
+    ops of the edges that read one state fused, ``nas.supernet.fused``)."""
     import torch
 
     from nas.plugins import build_plugin
@@ -183,6 +190,8 @@ def build_ours(
 
     space, C, layers, strategy_name, order, k, _, _, _ = SETTINGS[name]
     net = build_supernet(space, C=C, layers=layers, num_classes=10, partial_channels=k).to(device)
+    if fuse:
+        net.fuse = True
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
     if compile_:  # "graphs": nas-search compile=graphs (CUDA graphs)
@@ -215,6 +224,7 @@ def run_one(
     compile_: bool | str = False,
     device: str = "cpu",
     amp: str = "none",
+    fuse: bool = False,
 ) -> dict[str, float | str]:
     """Ours on one setting in this (fresh) process (for ``WHOLE_STEP`` strategies the "arch
     step" column holds the whole step, the "weight step" column 0)."""
@@ -226,7 +236,7 @@ def run_one(
     batch = SETTINGS[name][6]
     # nas-search's channels_last=auto: NHWC
     channels_last = memory_format != "false"
-    arch_step, weight_step = build_ours(name, channels_last, compile_, device, amp)
+    arch_step, weight_step = build_ours(name, channels_last, compile_, device, amp, fuse)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     times = time_steps(arch_step, weight_step, batch, channels_last, steps, warmup, device)
@@ -243,6 +253,7 @@ def run_one(
         "compile": str(compile_),
         "device": device,
         "amp": amp,
+        "fuse": str(fuse),
         **times,
         "step_gflop": flops / 1e9,
         "gflops_per_s": flops / 1e9 / times["search_step_s"],
@@ -363,6 +374,7 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
             continue
         runs = {"ours": base + ["--child", name, "--channels-last", args.channels_last]}
         runs["ours"] += ["--compile"] if getattr(args, "compile", False) else []
+        runs["ours"] += ["--fuse"] if getattr(args, "fuse", False) else []
         ref_cmd = base + ["--reference-child", name, "--child-root", roots[ref]]
         runs[f"reference ({ref})"] = ref_cmd + ["--channels-last", "false"]
         if args.reference_channels_last:
@@ -441,6 +453,9 @@ def main() -> None:
         action="store_true",
         help="ours with compile=graphs (CUDA graphs: inductor's reduce-overhead mode; CUDA only)",
     )
+    parser.add_argument(
+        "--fuse", action="store_true", help="ours with the supernet's fuse on (nas.supernet.fused)"
+    )
     parser.add_argument("--device", default="cpu", help="ours on this device (cpu, cuda, cuda:1)")
     parser.add_argument(
         "--amp", choices=["none", "bf16", "fp16"], default="none", help="ours under autocast"
@@ -471,6 +486,7 @@ def main() -> None:
             "graphs" if args.cuda_graphs else args.compile,
             args.device,
             args.amp,
+            args.fuse,
         )
         print(json.dumps(result))
         return
@@ -513,6 +529,7 @@ def main() -> None:
         cmd += ["--device", args.device, "--amp", args.amp]
         cmd += ["--compile"] if args.compile else []
         cmd += ["--cuda-graphs"] if args.cuda_graphs else []
+        cmd += ["--fuse"] if args.fuse else []
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ref_ips, ref_mem = SETTINGS[name][7], SETTINGS[name][8]
