@@ -11,6 +11,16 @@ the layout of GDAS's DARTS-space search network (AutoDL ``search_model_gdas_nasn
 ``lastact`` (BN + ReLU before the global pooling, its ``lastact``) and ``pool_bn=False`` (no
 BN after the pools, as its ``POOLING`` op); the defaults (``lastact=False``, ``pool_bn=True``)
 are DARTS's layout.
+
+Fused ops (``fuse``, ``nas.supernet.fused``): the ``sep_conv_kxk`` ops of all the edges that read
+one state run as one chain (a depthwise conv with every op's filters per channel, a pointwise
+conv with one group per op, a BN over their channels, then the second stage on the
+concatenation), and so do the ``dil_conv_kxk`` ops of each kernel size (stride-2 edges from the
+inputs of a reduction cell form kinds of their own); pools, ``skip_connect`` (its
+``FactorizedReduce`` at stride 2) and the cells' preprocessing run as before. The per-op modules
+keep their parameters, and the results are the same to float rounding. Off by default: on the
+2-core CPU of ``docs/performance.md`` it did not pay enough to give up the unfused path's
+fixed-seed results; ``DartsSupernet(fuse=True)`` or ``supernet.fuse = True`` turns it on.
 """
 
 from __future__ import annotations

@@ -2,31 +2,30 @@
 
 Second stage of the pipeline (``nas.supernet``), used by the cells of the supernets that have a
 ``fuse`` switch (performance issue, item 1: "one convolution per input state, not per edge").
-A cell state is read by several edges, and each of them runs its own candidate ops on it (DARTS,
-Liu et al., ICLR 2019, eq. 1: ``sum_k w_k o_k(x)`` per edge ``(i, j)``, every edge leaving
-state ``i`` on the same ``x_i``). Here the ops that run this forward, over all the edges of one
-state, that start with a ReLU of the state and continue as a chain of convolutions, batch norms
-and ReLUs (``ReLUConvBN``, ``DilConv``, ``SepConv`` of ``search_spaces.ops``) are grouped by kind
-(the same op class and the same layers: kernel, stride, padding, dilation, groups, channels,
-batch-norm settings and mode, dtype and device) and each group runs as one chain on the cell's
-one ReLU of the state (``SharedReLU``):
+In a cell every edge ``(i, j)`` mixes its candidate ops on the state ``x_i`` (Liu et al., ICLR
+2019, eq. 1: ``sum_k w_k o_k(x_i)``), so all the edges leaving state ``i`` run their ops on the
+same input. Here the ops that run this forward on those edges, that start with a ReLU of the
+state and continue as a chain of convolutions, batch norms and ReLUs (``ReLUConvBN``,
+``DilConv``, ``SepConv`` of ``search_spaces.ops``), are grouped by kind (the same op class and
+the same layers: kernel, stride, padding, dilation, groups, channels, batch-norm settings and
+mode, dtype and device), and each group of ``n`` ops runs as one chain on the cell's one ReLU
+of the state (``SharedReLU``):
 
-* the first convolution reads the state itself: its ``n`` ops' weights are interleaved per
-  channel group and run as one convolution with the ops' ``groups``, whose output channels come
-  out group by group; one copy reorders them into ``n`` blocks, one per op (for ``groups == 1``,
-  the convolutions of NB201's ``nor_conv_kxk`` and the preprocessing 1x1s, the weights are just
-  concatenated and nothing is reordered; for the depthwise first stage of ``sep_conv`` and
-  ``dil_conv``, ``groups == C``, one depthwise convolution makes ``n`` outputs per channel);
+* the first convolution reads the state: the ``n`` ops' filters are interleaved per channel
+  group and run as one convolution with the ops' ``groups``, whose output channels come out
+  group by group; one copy reorders them into ``n`` blocks, one per op. For ``groups == 1``
+  (a plain convolution) the weights are just concatenated and nothing is reordered; for a
+  depthwise first stage (``groups == C``) one depthwise convolution makes ``n`` outputs per
+  channel;
 * every later convolution reads the ``n`` blocks: one convolution with ``n`` times the groups
-  over the concatenated weights (the pointwise 1x1 of each stage: ``groups=n``; the second
-  depthwise stage of ``sep_conv``: ``groups=n*C``);
-* every batch norm is one batch norm over the concatenated channels, and every ReLU one ReLU.
+  over the concatenated weights (a pointwise 1x1: ``groups=n``; a depthwise stage:
+  ``groups=n*C``);
+* every batch norm is one batch norm over the concatenated channels, every ReLU one ReLU.
 
 The result is split back into one channel block per op, and each edge mixes its ops as before
-(``MixedOp``'s ``given``). Interleaving the first convolution's weights, rather than repeating
-the state ``n`` times along channels and running ``groups * n`` groups, measured no slower at
-stride 1 and faster at stride 2, where the copy is of the smaller output
-(``experiments/benchmarks/fused_state.py``).
+(``MixedOp``'s ``given``). Interleaving the first convolution's filters, rather than repeating
+the state ``n`` times along channels and running ``n`` times the groups, was measured the faster
+of the two (``experiments/benchmarks/fused_state.py``, ``docs/performance.md``).
 
 The per-op modules keep owning their parameters and running statistics: the fused weights are
 ``torch.stack`` / ``torch.cat`` of theirs in every forward (autograd gives each its own
@@ -39,8 +38,9 @@ the step).
 Only the ops that run are fused (``active`` and not ``none``: a masked, pruned, projected-away
 or unsampled op is not computed); a kind with a single op this forward, an edge under partial
 channels (K > 1) or without the shared ReLU (the proxies' hooks), a subclass of the op classes,
-and an op with a hook on any of its layers after the ReLU (or a global module hook) run the
-unfused way.
+an op with a hook on any of its layers after the ReLU (or a global module hook), and every op
+under ``torch.compile`` (``compile_supernet``: the compiler fuses as it sees fit) run the unfused
+way.
 
 The results equal the unfused ones to float rounding (the fused kernels sum in another order:
 the input gradient of the state in one convolution instead of one per op, a grouped kernel's
@@ -164,8 +164,9 @@ def groups_of(
     edges: Sequence[tuple[int, MixedOp, list[bool]]],
 ) -> list[list[_Member]]:
     """The fusable ops that run this forward on ``edges`` (edge index, mixed op, its active
-    ops; the edges that read one state), grouped by kind; groups of one are left out."""
-    if _global_hooks():
+    ops; the edges that read one state), grouped by kind; groups of one are left out. None
+    under ``torch.compile``, which picks its own kernels for the unfused graph."""
+    if _global_hooks() or torch.compiler.is_compiling():
         return []
     groups: dict[tuple[object, ...], list[_Member]] = {}
     for e, mixed, active_O in edges:

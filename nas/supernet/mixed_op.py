@@ -23,9 +23,9 @@ reference runs one per op: 12 of the same 3 tensors per NB201 cell, 56 of 5 per 
 ReLU backward per state, and one saved copy. ``share_relu = False`` (set by the proxies, whose
 hooks watch the ReLU modules) runs every op's own ReLU instead.
 
-Fused ops (``nas.supernet.fused``, the NB201 cells): ``given`` maps op indices to outputs the
-cell has already computed, one convolution for the ops of every edge that reads the same state;
-those ops are mixed from there instead of being run.
+Fused ops (``nas.supernet.fused``, the cells with ``fuse`` on): ``given`` maps op indices to
+outputs the cell has already computed, one convolution chain per kind of op for every edge that
+reads the same state; those ops are mixed from there instead of being run.
 
 Cost: an op whose weight is exactly zero, whose mask entry is off, or that is ``none``, is not
 run at all (the reference multiplies ``none``'s zeros and every other output by its weight);

@@ -288,6 +288,17 @@ def test_proxies_and_hooks_fall_back():
     assert alone.calls - hooked.calls == LAYERS * 108 - 4
 
 
+def test_compiling_falls_back(monkeypatch):
+    fused, unfused = _pair()
+    x, w = _input(), _softmax(_alpha(fused))
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    with torch.no_grad(), _Convs() as compiling:
+        out = fused(x, w)
+    with torch.no_grad(), _Convs() as alone:
+        assert _close(out, unfused(x, w))
+    assert compiling.calls == alone.calls
+
+
 def test_the_switch_and_the_state_dict():
     fused, unfused = _pair()
     assert fused.fuse and not unfused.fuse
@@ -297,3 +308,5 @@ def test_the_switch_and_the_state_dict():
     fused.load_state_dict(sd_u)
     with pytest.raises(ValueError, match="fuse must be true or false, got 1"):
         fused.fuse = 1  # type: ignore[assignment]
+    fused.fuse = False
+    assert not fused.fuse and not any(c.fuse for c in fused.cells)
