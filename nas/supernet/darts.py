@@ -18,9 +18,10 @@ conv with one group per op, a BN over their channels, then the second stage on t
 concatenation), and so do the ``dil_conv_kxk`` ops of each kernel size (stride-2 edges from the
 inputs of a reduction cell form kinds of their own); pools, ``skip_connect`` (its
 ``FactorizedReduce`` at stride 2) and the cells' preprocessing run as before. The per-op modules
-keep their parameters, and the results are the same to float rounding. Off by default: on the
-2-core CPU of ``docs/performance.md`` it did not pay enough to give up the unfused path's
-fixed-seed results; ``DartsSupernet(fuse=True)`` or ``supernet.fuse = True`` turns it on.
+keep their parameters, and the results are the same to float rounding (not bit for bit in
+float32). Off by default: on the 2-core CPU of ``docs/performance.md`` it measured no clear gain,
+and it would change fixed-seed results; ``DartsSupernet(fuse=True)`` or ``supernet.fuse = True``
+turns it on.
 """
 
 from __future__ import annotations

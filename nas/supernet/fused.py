@@ -24,8 +24,9 @@ of the state (``SharedReLU``):
 
 The result is split back into one channel block per op, and each edge mixes its ops as before
 (``MixedOp``'s ``given``). Interleaving the first convolution's filters, rather than repeating
-the state ``n`` times along channels and running ``n`` times the groups, was measured the faster
-of the two (``experiments/benchmarks/fused_state.py``, ``docs/performance.md``).
+the state ``n`` times along channels and running ``n`` times the groups, copies the output (a
+quarter of the input at stride 2) instead of the input, and measured no slower on balance
+(``experiments/benchmarks/fused_state.py``, ``docs/performance.md``).
 
 The per-op modules keep owning their parameters and running statistics: the fused weights are
 ``torch.stack`` / ``torch.cat`` of theirs in every forward (autograd gives each its own
@@ -44,8 +45,9 @@ way.
 
 The results equal the unfused ones to float rounding (the fused kernels sum in another order:
 the input gradient of the state in one convolution instead of one per op, a grouped kernel's
-blocking), so a float32 search rounds differently with it on. Off by default (the supernets'
-``fuse``): on a 2-core CPU it measured slower (``docs/performance.md``).
+blocking; in float32 even the forward of the depthwise and grouped kernels), so a fixed-seed
+float32 search rounds differently with it on. Off by default (the supernets' ``fuse``): on a
+2-core CPU it measured no clear gain (``docs/performance.md``).
 """
 
 from __future__ import annotations
