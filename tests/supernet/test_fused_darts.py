@@ -310,3 +310,9 @@ def test_the_switch_and_the_state_dict():
         fused.fuse = 1  # type: ignore[assignment]
     fused.fuse = False
     assert not fused.fuse and not any(c.fuse for c in fused.cells)
+    # a supernet without cells that fuse: off, and refuses to be switched on
+    chain = build_supernet("proxyless_cifar", C=8, layers=21, num_classes=10)
+    assert not chain.fuse
+    chain.fuse = False
+    with pytest.raises(ValueError, match="has no cells that fuse"):
+        chain.fuse = True
