@@ -334,6 +334,10 @@ class SepConv(ReLUFirst):
 class Noise(nn.Module):
     """RobustDARTS S4's ``noise``: standard normal noise of the (strided) input's shape."""
 
+    # it draws random numbers: evaluations of several candidates in one batch give each its
+    # own draws (``nas.supernet.batched``)
+    draws_random_numbers = True
+
     def __init__(self, stride: int, mean: float = 0.0, std: float = 1.0) -> None:
         super().__init__()
         self.stride = stride

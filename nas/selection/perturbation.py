@@ -32,6 +32,10 @@ same genotype. Candidates of one decision are compared on the same validation ba
 autograd; ``num_val_batches`` bounds the cost; the cells before the first cell of the perturbed
 cell type are computed once per batch for all candidates (``reuse_prefix``). The supernet is
 evaluated with BN in batch-statistics mode and its running statistics left untouched.
+``batch_candidates`` evaluates the candidates of one decision as one batch (the rest of the
+supernet run once on the prefix's output repeated per candidate, ``nas.supernet.batched``):
+the same scores to float rounding, meant for GPUs, where the small kernels of one candidate's
+forward are bound by their launches; off by default (no faster on a CPU).
 
 Under data parallelism (``torchrun``) every rank measures the candidates on its share of each
 validation batch, the counts are summed over the ranks, rank 0 takes the decision and
@@ -54,6 +58,7 @@ from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype
 from nas.selection.projection import EdgeProjection, install
 from nas.supernet import ArchWeights, Supernet
+from nas.supernet.batched import BatchedVariants, check_batchable, device_rng
 from search_spaces.genotype import AnyGenotype
 
 
@@ -84,6 +89,7 @@ def evaluate_variants(
     batches: Iterable[Batch],
     *,
     reuse_prefix: bool = True,
+    batch_candidates: bool = False,
     seed: int = 0,
     all_reduce_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[tuple[float, float]]:
@@ -91,24 +97,48 @@ def evaluate_variants(
 
     The variants differ only in ``cell_type``'s weights, so the stem and the cells before the
     first cell of that type are shared: with ``reuse_prefix`` they run once per batch. Random
-    ops (S4's noise) draw the same numbers for every variant, with or without reuse. Under data
-    parallelism each rank passes its share of the batches and ``all_reduce_sum``, which sums
-    the per-variant counts over the ranks, so every rank gets the scores of all the batches."""
+    ops (S4's noise) draw the same numbers for every variant, with or without reuse.
+    ``batch_candidates``: the rest runs once per batch for all the variants, on the prefix's
+    output repeated once per variant (``nas.supernet.batched``: per-variant batch statistics,
+    mixing weights and random draws), the scores those of the variant-by-variant evaluation to
+    float rounding; the prefix then runs once per batch whatever ``reuse_prefix`` says, and only
+    decides where the prefix stops. Under data parallelism each rank passes its share of the
+    batches and ``all_reduce_sum``, which sums the per-variant counts over the ranks, so every
+    rank gets the scores of all the batches."""
     stop = supernet.first_cell_of(cell_type) if reuse_prefix else 0
-    correct = [0.0] * len(variants)
-    loss = [0.0] * len(variants)
+    n = len(variants)
+    correct = [0.0] * n
+    loss = [0.0] * n
     count = 0
     was_training = supernet.training
     supernet.train()  # batch statistics, as the reference evaluates the projections
+    device = next(supernet.parameters()).device
+    devices = [device] if device.type == "cuda" else []
     try:
-        with frozen_bn_statistics(supernet), torch.random.fork_rng(devices=[]):
+        with frozen_bn_statistics(supernet), torch.random.fork_rng(devices=devices):
+            batched = BatchedVariants(supernet, variants, cell_type) if batch_candidates else None
             for b, (x, y) in enumerate(batches):
                 torch.manual_seed(seed * VARIANT_BATCH_STRIDE + b)
+                if batched is not None:
+                    state = batched.repeat(supernet.run_prefix(x, variants[0], stop))
+                    with batched.chunks(x.device):
+                        logits = supernet.run_suffix(state, batched.weights, stop)
+                    if logits.dtype in (torch.float16, torch.bfloat16):
+                        logits = logits.float()
+                    labels = y.repeat(n)
+                    losses = F.cross_entropy(logits, labels, reduction="none").view(n, -1).sum(1)
+                    hits = (logits.argmax(1) == labels).view(n, -1).sum(1)
+                    for v, (lv, cv) in enumerate(zip(losses.tolist(), hits.tolist())):
+                        loss[v] += float(lv)
+                        correct[v] += float(cv)
+                    count += int(y.shape[0])
+                    continue
+                rng = device_rng(x.device)
                 prefix = supernet.run_prefix(x, variants[0], stop) if reuse_prefix else None
-                after_prefix = torch.get_rng_state()
+                after_prefix = rng.get()
                 for v, weights in enumerate(variants):
                     if reuse_prefix:
-                        torch.set_rng_state(after_prefix)
+                        rng.set(after_prefix)
                         state = prefix
                     else:
                         torch.manual_seed(seed * VARIANT_BATCH_STRIDE + b)
@@ -123,9 +153,7 @@ def evaluate_variants(
         supernet.train(was_training)
     sums = torch.tensor([*correct, *loss, float(count)], dtype=torch.float64)
     if all_reduce_sum is not None:
-        device = next(supernet.parameters()).device
         sums = all_reduce_sum(sums.to(device)).cpu()
-    n = len(variants)
     total = float(sums[-1])
     if total == 0:
         raise ValueError("perturbation selection got no validation batches")
@@ -157,6 +185,7 @@ class PerturbationSelection(Selector):
         tune_lr_schedule: str = "constant",
         tune_lr_min: float = 0.001,
         reuse_prefix: bool = True,
+        batch_candidates: bool = False,
         seed: int = 0,
         budget: float | None = None,
         table: str | None = None,
@@ -194,6 +223,10 @@ class PerturbationSelection(Selector):
                 "selection.tune_lr_schedule must be 'constant' (the reference) or 'cosine', "
                 f"got {tune_lr_schedule!r}"
             )
+        if not isinstance(batch_candidates, bool):
+            raise ValueError(
+                f"selection.batch_candidates must be true or false, got {batch_candidates!r}"
+            )
         self.proj_intv = proj_intv
         self.criterion = criterion
         self.num_val_batches = num_val_batches
@@ -201,6 +234,7 @@ class PerturbationSelection(Selector):
         self.tune_lr_min = float(tune_lr_min)
         self.tune_lr_schedule = tune_lr_schedule
         self.reuse_prefix = reuse_prefix
+        self.batch_candidates = batch_candidates
         self.seed = int(seed)
         # progress, all of it in the checkpoint
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -283,6 +317,7 @@ class PerturbationSelection(Selector):
             cell_type,
             batches,
             reuse_prefix=self.reuse_prefix,
+            batch_candidates=self.batch_candidates,
             seed=self.seed * PT_DECISION_STRIDE + len(self.decisions),
             all_reduce_sum=ctx.all_reduce_sum,
         )
@@ -456,6 +491,8 @@ class PerturbationSelection(Selector):
                 "perturbation selection needs the search loop's context (run it from nas-search)"
             )
         ctx = context
+        if self.batch_candidates:  # refused before anything runs, not at the first decision
+            check_batchable(strategy.supernet)
         self.attach(strategy)
         if self.budget_model is not None:
             if strategy.supernet.space.name != self.budget_model.space:

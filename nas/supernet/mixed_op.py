@@ -44,6 +44,7 @@ activations for the backward.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -351,6 +352,9 @@ class MixedOp(nn.Module):
         # True: their outputs are recomputed in the backward ("full_v2"); False: computed in
         # the forward without autograd and kept until the backward ("two", "full")
         self.gate_probe_recompute = False
+        # candidates batched along the batch dimension (``nas.supernet.batched``): None, or
+        # what maps this forward's weight row to per-chunk weights (set around one forward)
+        self.chunked: Any = None
 
     def running_ops(self, active_O: list[bool]) -> list[int]:
         """The indices of the ops this forward runs: active and not ``none``."""
@@ -438,25 +442,37 @@ class MixedOp(nn.Module):
         if self.aux is not None and self.aux_scale != 0:
             extra = self.aux(x) * self.aux_scale
             acc = extra if acc is None else acc + extra
+        # batched candidates: a row that differs across the chunks (None: the same for all)
+        row = None if self.chunked is None else self.chunked.row(weights_O)
         if self.k == 1:
             if not ops:
                 return acc
             ys: list[Tensor] = []
             for k in ops:
                 op = self.ops[k]
-                if given is not None and k in given:
-                    ys.append(given[k])
-                elif relu_x is not None and isinstance(op, RELU_FIRST):
-                    ys.append(op.after_relu(relu_x))
-                else:
-                    ys.append(op(x))
+                with nullcontext() if row is None else row.running(k):
+                    if given is not None and k in given:
+                        ys.append(given[k])
+                    elif relu_x is not None and isinstance(op, RELU_FIRST):
+                        ys.append(op.after_relu(relu_x))
+                    else:
+                        ys.append(op(x))
+            if row is not None:
+                out_chunked: Tensor = row.weighted_sum(acc, ops, ys)
+                return out_chunked
             return weighted_sum(acc, weights_O, ops, ys)
         # PC-DARTS: the ops see the first C/K channels, the rest bypass them; the weighted sum,
         # the bypass, the shuffle and the node's running sum are written in one pass
         assert not given, "fused op outputs are for full-width edges (K = 1) only"
         x_op, x_bypass = _SplitChannels.apply(x, self.C // self.k)
-        ys = [self.ops[k](x_op) for k in ops]
+        ys = []
+        for k in ops:
+            with nullcontext() if row is None else row.running(k):
+                ys.append(self.ops[k](x_op))
         if self.stride == 2:
             x_bypass = F.max_pool2d(x_bypass, 2, 2)
+        if row is not None and ops:  # the chunks' sums, then mixed in as one op of weight 1
+            ys = [row.weighted_sum(None, ops, ys)]
+            weights_O, ops = weights_O.new_ones(1), [0]
         out: Tensor = _PartialChannelMix.apply(acc, weights_O, ops, self.k, x_bypass, *ys)
         return out
