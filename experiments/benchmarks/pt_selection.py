@@ -10,6 +10,12 @@ candidate (no reuse). Each configuration runs in a fresh process.
     python experiments/benchmarks/pt_selection.py --num-val-batches 1
     python experiments/benchmarks/pt_selection.py --only op          # the op projections alone
 
+Batched candidates (``selection.batch_candidates``): the same rows, candidates one by one
+against one batch per decision (both with prefix reuse), alternating fresh processes for
+``--rounds`` rounds, best and median; ``--nchw`` runs both in NCHW instead of channels-last:
+
+    python experiments/benchmarks/pt_selection.py --batch-candidates --rounds 3 [--nchw]
+
 Side by side with ruocwang/darts-pt (your own checkout, see the README's performance section):
 its ``projection.project_op`` / ``project_edge`` with its ``train_search.infer`` on the same
 batches, ``DartsNetworkProj`` on space s5 at the same size, against ours (prefix reuse on),
@@ -90,6 +96,8 @@ def run_child(
     *,
     C: int = 16,
     layers: int = 8,
+    batched: bool = False,
+    channels_last: bool = True,
 ) -> dict[str, float]:
     import torch
 
@@ -101,11 +109,12 @@ def run_child(
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     net = build_supernet("s5", C=C, layers=layers, num_classes=10)
-    net = net.to(memory_format=torch.channels_last)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
     strategy = build_plugin("search", "darts")  # configs/search/darts.yaml, as nas-search
     strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
     base = rss_mib()
-    batches = _batches(num_val_batches, channels_last=True)
+    batches = _batches(num_val_batches, channels_last=channels_last)
 
     class Context:
         search_lr = 0.025
@@ -139,7 +148,12 @@ def run_child(
             return obj
 
     pt = build_plugin(
-        "selection", "pt", proj_intv=0, num_val_batches=num_val_batches, reuse_prefix=reuse
+        "selection",
+        "pt",
+        proj_intv=0,
+        num_val_batches=num_val_batches,
+        reuse_prefix=reuse,
+        batch_candidates=batched,
     )
     t0 = time.perf_counter()
     if what == "op":
@@ -202,10 +216,56 @@ def side_by_side(args: argparse.Namespace, root: str, rows: list[tuple[str, str]
             )
 
 
+def batched_rows(args: argparse.Namespace, rows: list[tuple[str, str]]) -> None:
+    """Candidates one by one against one batch per decision, fresh processes in turn."""
+    base = [sys.executable, os.path.abspath(__file__), "--num-val-batches"]
+    base += [str(args.num_val_batches), "--threads", str(args.threads)]
+    base += ["--nchw"] if args.nchw else []
+    layout = "NCHW" if args.nchw else "channels-last"
+    print(
+        f"num_val_batches={args.num_val_batches}, batch 64, DARTS space (S5) C=16, 8 layers, "
+        f"{layout}, prefix reuse; {args.rounds} rounds, alternating fresh processes, "
+        f"{args.threads} threads"
+    )
+    print("| what | cell type | candidates | s best | s median | peak RSS delta MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for what, ct in rows:
+        ct_arg = ct if ct != "-" else "normal"
+        runs = {
+            "one by one": base + ["--child", what, "1", ct_arg],
+            "one batch": base + ["--child", what, "1", ct_arg, "--child-batched"],
+        }
+        results: dict[str, list[dict[str, Any]]] = {label: [] for label in runs}
+        for r in range(args.rounds):
+            for label in list(runs)[:: 1 if r % 2 == 0 else -1]:
+                results[label].append(_child(runs[label]))
+        label_of = "one op projection (7 candidates)" if what == "op" else "full selection"
+        for label, rs in results.items():
+            errors = [x["error"] for x in rs if "error" in x]
+            if errors:
+                print(f"| {label_of} | {ct} | {label} | failed: {errors[0]} |")
+                continue
+            secs = [x["seconds"] for x in rs]
+            mem = statistics.median(x["peak_rss_delta_mib"] for x in rs)
+            print(
+                f"| {label_of} | {ct} | {label} | {min(secs):.1f} | "
+                f"{statistics.median(secs):.1f} | {mem:.0f} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-val-batches", type=int, default=1)
     parser.add_argument("--only", choices=["op", "full"])
+    parser.add_argument(
+        "--batch-candidates",
+        action="store_true",
+        help="compare candidates one by one with one batch per decision (selection."
+        "batch_candidates), both with prefix reuse",
+    )
+    parser.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last")
+    parser.add_argument("--child-batched", action="store_true", help=argparse.SUPPRESS)
     add_reference_args(parser)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--reference-child", nargs=2, help=argparse.SUPPRESS)
@@ -214,7 +274,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         what, reuse, cell_type = args.child
-        result = run_child(what, reuse == "1", args.num_val_batches, cell_type, args.threads)
+        result = run_child(
+            what,
+            reuse == "1",
+            args.num_val_batches,
+            cell_type,
+            args.threads,
+            batched=args.child_batched,
+            channels_last=not args.nchw,
+        )
         print(json.dumps(result))
         return
     if args.reference_child:
@@ -235,6 +303,9 @@ def main() -> None:
         rows += [("op", "normal"), ("op", "reduce")]
     if args.only in (None, "full"):
         rows += [("full", "-")]
+    if args.batch_candidates:
+        batched_rows(args, rows)
+        return
     roots = parse_roots(args.reference_root)
     if roots:
         if "darts-pt" not in roots:
@@ -252,7 +323,7 @@ def main() -> None:
         for reuse in ("1", "0"):
             cmd = [sys.executable, __file__, "--num-val-batches", str(args.num_val_batches)]
             cmd += ["--child", what, reuse, ct if ct != "-" else "normal"]
-            cmd += ["--threads", str(args.threads)]
+            cmd += ["--threads", str(args.threads)] + (["--nchw"] if args.nchw else [])
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             times.append(json.loads(out.strip().splitlines()[-1])["seconds"])
         label = "one op projection (7 candidates)" if what == "op" else "full selection, no tuning"

@@ -118,3 +118,11 @@ def test_our_full_selection_runs_with_the_selection_context_it_needs():
     # calls (stop_point, progress, ...): a full selection at a tiny size, every projection
     result = pt_selection.run_child("full", True, 1, "normal", threads=1, C=4, layers=3)
     assert result["seconds"] > 0 and result["peak_rss_mib"] > 0
+
+
+def test_our_full_selection_runs_batched_in_nchw():
+    # the --batch-candidates rows' child: candidates as one batch, NCHW
+    result = pt_selection.run_child(
+        "full", True, 1, "normal", threads=1, C=4, layers=3, batched=True, channels_last=False
+    )
+    assert result["seconds"] > 0 and result["peak_rss_mib"] > 0
