@@ -257,6 +257,8 @@ class BatchedVariants:
                     f"multiple of the {n} candidates"
                 )
             x = _chunks(input, n)  # [n, B, C, ...]
+            if x.dtype in (torch.float16, torch.bfloat16):
+                x = x.float()  # half precision normalised in float32, as the BN kernels do
             dims = [1, *range(3, x.dim())]
             var, mean = torch.var_mean(x, dim=dims, correction=0, keepdim=True)
             scale = torch.rsqrt(var + eps)
@@ -266,7 +268,7 @@ class BatchedVariants:
             shift = -mean * scale
             if bias is not None:
                 shift = shift + bias.view(per_channel)
-            out = torch.addcmul(shift, x, scale)
+            out = torch.addcmul(shift, x, scale).to(input.dtype)
             return out.view(input.shape).contiguous(memory_format=_layout(input))
 
         return batch_norm
