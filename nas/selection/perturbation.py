@@ -97,7 +97,9 @@ def evaluate_variants(
 
     The variants differ only in ``cell_type``'s weights, so the stem and the cells before the
     first cell of that type are shared: with ``reuse_prefix`` they run once per batch. Random
-    ops (S4's noise) draw the same numbers for every variant, with or without reuse.
+    ops (S4's noise) start from the same generator state (the device's) for every variant, with
+    or without reuse; a variant that does not run one draws nothing for it, so its later draws
+    are not those of the other variants (batched, each chunk follows its variant's draws).
     ``batch_candidates``: the rest runs once per batch for all the variants, on the prefix's
     output repeated once per variant (``nas.supernet.batched``: per-variant batch statistics,
     mixing weights and random draws), the scores those of the variant-by-variant evaluation to
