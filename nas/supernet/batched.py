@@ -259,15 +259,27 @@ class BatchedVariants:
             x = _chunks(input, n)  # [n, B, C, ...]
             if x.dtype in (torch.float16, torch.bfloat16):
                 x = x.float()  # half precision normalised in float32, as the BN kernels do
-            dims = [1, *range(3, x.dim())]
-            var, mean = torch.var_mean(x, dim=dims, correction=0, keepdim=True)
+            per_channel = (n, 1, -1) + (1,) * (x.dim() - 3)
+            if x.dim() == 5 and _layout(input) == torch.channels_last:
+                # channels innermost: reduce [n, B*H*W, C] over its middle dim (a view)
+                flat = x.permute(0, 1, 3, 4, 2).reshape(n, -1, x.shape[2])
+                dims: tuple[int, ...] = (1,)
+            else:
+                flat = x.reshape(n, x.shape[1], x.shape[2], -1)
+                dims = (1, 3)
+            # two passes (mean, then the mean squared deviation): torch's one-pass var_mean
+            # over these dims is several times slower on a CPU
+            mean = flat.mean(dim=dims, keepdim=True)
+            var = (flat - mean).square_().mean(dim=dims)
+            mean = mean.squeeze(dims)
+            var, mean = var.view(per_channel), mean.view(per_channel)
             scale = torch.rsqrt(var + eps)
-            per_channel = (1, 1, -1) + (1,) * (x.dim() - 3)
+            channel = (1, 1, -1) + (1,) * (x.dim() - 3)
             if weight is not None:
-                scale = scale * weight.view(per_channel)
+                scale = scale * weight.view(channel)
             shift = -mean * scale
             if bias is not None:
-                shift = shift + bias.view(per_channel)
+                shift = shift + bias.view(channel)
             out = torch.addcmul(shift, x, scale).to(input.dtype)
             return out.view(input.shape).contiguous(memory_format=_layout(input))
 
