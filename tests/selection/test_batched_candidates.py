@@ -99,6 +99,15 @@ def test_darts_space_op_and_topology_variants(space, cell_type, kind, channels_l
     _same_scores(net, variants, cell_type, _batches(channels_last))
 
 
+@pytest.mark.parametrize("kind", ["op", "edge"])
+def test_darts_space_with_fused_ops(kind):
+    """The DARTS-space cells' fused chains (their batch norms called outside a BN module, the
+    grouped convolutions over every op of a state) are per chunk too."""
+    net, strategy = _net("s5", layers=4)
+    net.fuse = True
+    _same_scores(net, _variants(strategy, "normal", kind), "normal", _batches(False))
+
+
 @pytest.mark.parametrize("space", ["s1", "s2", "s3", "darts"])
 def test_other_darts_spaces(space):
     net, strategy = _net(space, layers=3)
