@@ -50,6 +50,7 @@ from reference_runs import (  # noqa: E402
     pt_selection,
     rss_mib,
 )
+from throughput import nominal_peak_gflops  # noqa: E402
 
 
 def _batches(num_val_batches: int, channels_last: bool) -> list[tuple[Any, Any]]:
@@ -98,7 +99,11 @@ def run_child(
     layers: int = 8,
     batched: bool = False,
     channels_last: bool = True,
+    flops: bool = False,
 ) -> dict[str, float]:
+    """Ours in this (fresh) process: the seconds and memory of ``what``; with ``flops``, also
+    its FLOPs (``throughput.step_flops``), counted after the timing on a second supernet built
+    from the same seed, so the count is of the same evaluations."""
     import torch
 
     from nas.plugins import build_plugin
@@ -107,12 +112,17 @@ def run_child(
     from nas.supernet import build_supernet
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    net = build_supernet("s5", C=C, layers=layers, num_classes=10)
-    if channels_last:
-        net = net.to(memory_format=torch.channels_last)
-    strategy = build_plugin("search", "darts")  # configs/search/darts.yaml, as nas-search
-    strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
+
+    def build() -> Any:
+        torch.manual_seed(0)
+        net = build_supernet("s5", C=C, layers=layers, num_classes=10)
+        if channels_last:
+            net = net.to(memory_format=torch.channels_last)
+        strategy = build_plugin("search", "darts")  # configs/search/darts.yaml, as nas-search
+        strategy.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0))
+        return strategy
+
+    strategy = build()
     base = rss_mib()
     batches = _batches(num_val_batches, channels_last=channels_last)
 
@@ -147,22 +157,31 @@ def run_child(
         def broadcast(self, obj):
             return obj
 
-    pt = build_plugin(
-        "selection",
-        "pt",
-        proj_intv=0,
-        num_val_batches=num_val_batches,
-        reuse_prefix=reuse,
-        batch_candidates=batched,
-    )
+    def run(strategy: Any) -> None:
+        pt = build_plugin(
+            "selection",
+            "pt",
+            proj_intv=0,
+            num_val_batches=num_val_batches,
+            reuse_prefix=reuse,
+            batch_candidates=batched,
+        )
+        if what == "op":
+            pt.project_op(Context(), strategy, cell_type)
+        else:
+            pt.select(strategy, context=Context())
+
     t0 = time.perf_counter()
-    if what == "op":
-        pt.project_op(Context(), strategy, cell_type)
-    else:
-        pt.select(strategy, context=Context())
+    run(strategy)
     seconds = time.perf_counter() - t0
     peak = peak_rss_mib()
-    return {"seconds": seconds, "peak_rss_mib": peak, "peak_rss_delta_mib": peak - base}
+    result = {"seconds": seconds, "peak_rss_mib": peak, "peak_rss_delta_mib": peak - base}
+    if flops:
+        from throughput import step_flops
+
+        fresh = build()
+        result["gflop"] = step_flops(lambda: run(fresh)) / 1e9
+    return result
 
 
 def _child(cmd: list[str]) -> dict[str, Any]:
@@ -181,11 +200,16 @@ def side_by_side(args: argparse.Namespace, root: str, rows: list[tuple[str, str]
         f"num_val_batches={args.num_val_batches}, batch 64, DARTS space (S5) C=16, 8 layers; "
         f"{args.rounds} rounds, alternating fresh processes, {args.threads} threads"
     )
-    print("| what | cell type | run | s best | s median | peak RSS delta MiB | ours vs this |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    peak, how = nominal_peak_gflops(args.threads)
+    print(f"nominal peak: {peak:.0f} GFLOP/s ({how})" if peak else f"nominal peak: {how}")
+    print(
+        "| what | cell type | run | s best | s median | peak RSS delta MiB | ours vs this | "
+        "GFLOP | GFLOP/s | share of peak |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for what, ct in rows:
         ct_arg = ct if ct != "-" else "normal"
-        runs = {"ours (prefix reuse)": base + ["--child", what, "1", ct_arg]}
+        runs = {"ours (prefix reuse)": base + ["--child", what, "1", ct_arg, "--child-flops"]}
         ref = base + ["--reference-child", what, ct_arg, "--child-root", root]
         runs["reference (darts-pt)"] = ref + ["--child-nhwc", "0"]
         if args.reference_channels_last:
@@ -209,9 +233,14 @@ def side_by_side(args: argparse.Namespace, root: str, rows: list[tuple[str, str]
             # the reference's time over ours: how many times faster ours is than this row
             is_ours = label.startswith("ours")
             speed = f"{median / ours_median:.2f}x" if ours_median and not is_ours else "-"
+            rate = "- | - | -"
+            if all("gflop" in x for x in rs):  # ours: its FLOPs over its median time
+                gflop = statistics.median(x["gflop"] for x in rs)
+                share = f"{100 * gflop / median / peak:.1f} %" if peak else "-"
+                rate = f"{gflop:.1f} | {gflop / median:.1f} | {share}"
             print(
                 f"| {label_of} | {ct} | {label} | {min(secs):.1f} | {median:.1f} | "
-                f"{mem:.0f} | {speed} |",
+                f"{mem:.0f} | {speed} | {rate} |",
                 flush=True,
             )
 
@@ -266,6 +295,7 @@ def main() -> None:
     )
     parser.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last")
     parser.add_argument("--child-batched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-flops", action="store_true", help=argparse.SUPPRESS)
     add_reference_args(parser)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--reference-child", nargs=2, help=argparse.SUPPRESS)
@@ -282,6 +312,7 @@ def main() -> None:
             args.threads,
             batched=args.child_batched,
             channels_last=not args.nchw,
+            flops=args.child_flops,
         )
         print(json.dumps(result))
         return

@@ -126,3 +126,14 @@ def test_our_full_selection_runs_batched_in_nchw():
         "full", True, 1, "normal", threads=1, C=4, layers=3, batched=True, channels_last=False
     )
     assert result["seconds"] > 0 and result["peak_rss_mib"] > 0
+
+
+def test_our_flop_count_is_of_the_evaluations_run():
+    # without prefix reuse every candidate recomputes the cells before the first reduction
+    # cell, so the count of one reduce-edge projection grows; the time is not what is tested
+    kw = dict(threads=1, C=4, layers=3, flops=True)
+    reuse = pt_selection.run_child("op", True, 1, "reduce", **kw)
+    again = pt_selection.run_child("op", True, 1, "reduce", **kw)
+    no_reuse = pt_selection.run_child("op", False, 1, "reduce", **kw)
+    assert reuse["gflop"] > 0 and again["gflop"] == reuse["gflop"]
+    assert no_reuse["gflop"] > 1.2 * reuse["gflop"]
