@@ -90,6 +90,15 @@ def _accumulate(total: list[Tensor | None], grads: Sequence[Tensor | None]) -> l
     return [g if t is None else (t if g is None else t + g) for t, g in zip(total, grads)]
 
 
+class ShardSums(list[Tensor | None]):
+    """The mixing-weight gradients of ``shard_grads``, summed over the micro-batches, with
+    each micro-batch's own in ``parts``: ``through_weights`` takes the chain rule per part and
+    sums after, as the ranks of a distributed run do (each its micro-batch, then the sum over
+    ranks), so micro-batches and ranks add the same terms in the same order."""
+
+    parts: list[list[Tensor | None]]
+
+
 def _zeros_for_none(grads: Sequence[Tensor | None], like: Sequence[Tensor]) -> list[Tensor]:
     return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, like)]
 
@@ -451,6 +460,8 @@ class SearchStrategy(nn.Module, abc.ABC):
         leaves = {ct: w.detach().requires_grad_(wrt_weights) for ct, w in weights.items()}
         inputs: list[Tensor] = (list(leaves.values()) if wrt_weights else []) + list(params)
         total: list[Tensor | None] = [None] * len(inputs)
+        n = len(leaves) if wrt_weights else 0
+        parts: list[list[Tensor | None]] = []
         loss_sum: Tensor | float = 0.0
         acc_sum: Tensor | float = 0.0
         for batch, share in shards.weighted():
@@ -459,30 +470,41 @@ class SearchStrategy(nn.Module, abc.ABC):
                 loss if share == 1.0 else loss * share, inputs, allow_unused=True
             )
             total = _accumulate(total, grads)
+            parts.append(list(grads[:n]))
             loss_sum = loss.detach() * share + loss_sum
             acc_sum = accuracy(logits.detach(), batch[1]) * share + acc_sum
             del loss, logits, grads
-        n = len(leaves) if wrt_weights else 0
         metrics = {f"{tag}_loss": torch.as_tensor(loss_sum), f"{tag}_acc": torch.as_tensor(acc_sum)}
-        return total[:n], total[n:], metrics
+        weight_grads = ShardSums(total[:n])
+        weight_grads.parts = parts
+        return weight_grads, total[n:], metrics
 
     def through_weights(
         self, weights: ArchWeights, weight_grads: Sequence[Tensor | None]
     ) -> list[Tensor | None]:
-        """Chain rule from the mixing weights to the architecture parameters."""
+        """Chain rule from the mixing weights to the architecture parameters; for gradients of
+        several micro-batches (``ShardSums``), per micro-batch, then summed."""
         alphas = self.arch_parameters()
-        pairs = [
-            (w, g)
-            for w, g in zip(weights.values(), weight_grads)
-            if g is not None and w.requires_grad
-        ]
-        if not pairs:
-            return [None] * len(alphas)
-        outputs, grad_outputs = zip(*pairs)
-        grads = torch.autograd.grad(
-            list(outputs), alphas, grad_outputs=list(grad_outputs), allow_unused=True
-        )
-        return list(grads)
+        parts = getattr(weight_grads, "parts", None)
+        if parts is None or len(parts) < 2:
+            parts = [list(weight_grads)]
+        total: list[Tensor | None] = [None] * len(alphas)
+        for j, part in enumerate(parts):
+            pairs = [
+                (w, g) for w, g in zip(weights.values(), part) if g is not None and w.requires_grad
+            ]
+            if not pairs:
+                continue
+            outputs, grad_outputs = zip(*pairs)
+            grads = torch.autograd.grad(
+                list(outputs),
+                alphas,
+                grad_outputs=list(grad_outputs),
+                allow_unused=True,
+                retain_graph=j < len(parts) - 1,
+            )
+            total = _accumulate(total, grads)
+        return total
 
     def regularizer_grads(self) -> list[Tensor | None]:
         """The gradient of ``arch_regularizer`` (the same on every rank: it depends on the
