@@ -134,7 +134,8 @@ def _reference_factorized_reduce(self: FactorizedReduce, x: Tensor) -> Tensor:
 def module_calls(module: nn.Module) -> Iterator[None]:
     """Every ``FactorizedReduce`` in ``module`` runs the reference's module-by-module forward
     (same arithmetic as its fast path; hooks on its ReLU and convs fire as in the reference),
-    every supernet edge lets each op apply its own ReLU module (``MixedOp.share_relu``), and
+    every supernet edge lets each op apply its own ReLU module and pool
+    (``MixedOp.share_relu``, ``share_pools``), and
     a supernet skips its ops of weight zero (``Supernet.zero_weight_ops_run`` off, whatever
     the search set: the proxies count, hook and measure the ops that a weight selects; naswot
     adds the reference's zero-input term for the skipped ones)."""
@@ -147,11 +148,14 @@ def module_calls(module: nn.Module) -> Iterator[None]:
     ]
     # supernet edges: each op applies its own ReLU module (not one ReLU per state)
     sharing = [m for m in module.modules() if isinstance(m, MixedOp) and m.share_relu]
+    pooling = [m for m in module.modules() if isinstance(m, MixedOp) and m.share_pools]
     running = [m for m in module.modules() if isinstance(m, Supernet) and m.zero_weight_ops_run]
     for m in patched:
         m.forward = types.MethodType(_reference_factorized_reduce, m)  # type: ignore[method-assign]
     for mixed in sharing:
         mixed.share_relu = False
+    for mixed in pooling:
+        mixed.share_pools = False
     for net in running:
         net.zero_weight_ops_run = False
     try:
@@ -161,6 +165,8 @@ def module_calls(module: nn.Module) -> Iterator[None]:
             del m.forward
         for mixed in sharing:
             mixed.share_relu = True
+        for mixed in pooling:
+            mixed.share_pools = True
         for net in running:
             net.zero_weight_ops_run = True
 

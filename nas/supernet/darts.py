@@ -31,7 +31,14 @@ from torch import Tensor, nn
 
 from nas.supernet.fused import FusedOutputs, FusingCell
 from nas.supernet.mixed_op import MixedOp
-from nas.supernet.network import SUPERNETS, ArchWeights, SharedReLU, Supernet, add_scaled
+from nas.supernet.network import (
+    SUPERNETS,
+    ArchWeights,
+    SharedPools,
+    SharedReLU,
+    Supernet,
+    add_scaled,
+)
 from search_spaces.ops import FactorizedReduce, ReLUConvBN
 from search_spaces.space import CellSpace, Space, get_space
 
@@ -90,6 +97,7 @@ class DartsSearchCell(FusingCell):
     ) -> Tensor:
         states = [self.preprocess0(s0), self.preprocess1(s1)]
         relu = SharedReLU(states)
+        pools = SharedPools(states)
         w_E = weights_EO.unbind(0)
         fused: FusedOutputs = {}
         fused_states: set[int] = set()
@@ -103,10 +111,10 @@ class DartsSearchCell(FusingCell):
                 r = relu.of(op, src, active[e])
                 given = fused.pop(e, None)
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = op(states[src], w_E[e], active[e], None, r, given)
+                    out = op(states[src], w_E[e], active[e], None, r, given, pools.of(src))
                     node = add_scaled(node, out, edge_weights_E[e])
                     continue
-                node = op(states[src], w_E[e], active[e], node, r, given)
+                node = op(states[src], w_E[e], active[e], node, r, given, pools.of(src))
             if node is None:  # every op into this node is off: the node is zero
                 ref = states[1] if not self.reduction else states[1][:, :, ::2, ::2]
                 node = torch.zeros_like(ref)

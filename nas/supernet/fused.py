@@ -58,9 +58,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.nn.modules import module as _module
 
-from nas.supernet.mixed_op import MixedOp
+from nas.supernet.mixed_op import MixedOp, global_hooks, hooked
 from search_spaces.ops import BatchNorm2d, DilConv, ReLUConvBN, SepConv
 
 # edge index -> op index -> that op's output, for ``MixedOp.forward(given=...)``
@@ -101,26 +100,11 @@ class _Member(NamedTuple):
     layers: tuple[nn.Module, ...]  # the op's layers after its ReLU
 
 
-def _hooked(m: nn.Module) -> bool:
-    return bool(
-        m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-    )
-
-
-def _global_hooks() -> bool:
-    return bool(
-        _module._global_forward_hooks
-        or _module._global_forward_pre_hooks
-        or _module._global_backward_hooks
-        or _module._global_backward_pre_hooks
-    )
-
-
 def _layer_kind(layer: nn.Module) -> tuple[object, ...] | None:
     """What two ops' layers at one position must share to run as one; None: not fusable.
     Exact classes: a subclass may compute otherwise (``ops.BatchNorm2d`` differs from
     ``nn.BatchNorm2d`` only in the layout it computes a narrow NHWC input in)."""
-    if _hooked(layer):
+    if hooked(layer):
         return None
     if type(layer) is nn.ReLU:
         return ("relu",)
@@ -168,7 +152,7 @@ def groups_of(
     """The fusable ops that run this forward on ``edges`` (edge index, mixed op, its active
     ops; the edges that read one state), grouped by kind; groups of one are left out. None
     under ``torch.compile``, which picks its own kernels for the unfused graph."""
-    if _global_hooks() or torch.compiler.is_compiling():
+    if global_hooks() or torch.compiler.is_compiling():
         return []
     groups: dict[tuple[object, ...], list[_Member]] = {}
     for e, mixed, active_O in edges:

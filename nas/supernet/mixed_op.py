@@ -23,6 +23,14 @@ reference runs one per op: 12 of the same 3 tensors per NB201 cell, 56 of 5 per 
 ReLU backward per state, and one saved copy. ``share_relu = False`` (set by the proxies, whose
 hooks watch the ReLU modules) runs every op's own ReLU instead.
 
+Shared pools: a pooling op (or one that starts with a pool, as DARTS's pool then batch norm)
+takes its pool's output from ``pooled``, the cell's pool of the edge's input state computed once
+per state and pool setting (``shared_head``): the same values as each edge's own pool (the three
+edges leaving an NB201 cell's input pool it three times over in the reference), one pool forward
+and backward per state, and one saved output. The backward then sums the edges' gradients
+before the one pool backward instead of after each: the same to float rounding.
+``share_pools = False`` (set by the proxies with ``share_relu``) runs every op's own pool.
+
 Fused ops (``nas.supernet.fused``, the cells with ``fuse`` on): ``given`` maps op indices to
 outputs the cell has already computed, one convolution chain per kind of op for every edge that
 reads the same state; those ops are mixed from there instead of being run.
@@ -44,12 +52,14 @@ activations for the backward.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.nn.modules import module as _module
 
 # RELU_FIRST: the ops where ``op.after_relu(relu(x)) == op(x)``
 from search_spaces.ops import RELU_FIRST, BatchNorm2d, build_op
@@ -71,6 +81,60 @@ def _dot(a: Tensor, b: Tensor) -> Tensor:
     ):
         return torch.dot(a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1))
     return (a * b).sum()
+
+
+def hooked(m: nn.Module) -> bool:
+    """Whether ``m`` has forward or backward hooks of its own."""
+    return bool(
+        m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+    )
+
+
+def global_hooks() -> bool:
+    """Whether module hooks are registered for every module (``nn.modules.module``'s)."""
+    return bool(
+        _module._global_forward_hooks
+        or _module._global_forward_pre_hooks
+        or _module._global_backward_hooks
+        or _module._global_backward_pre_hooks
+    )
+
+
+# the parameter-free layers whose output depends on the input alone (no state, no randomness)
+_POOLS = (nn.AvgPool2d, nn.MaxPool2d)
+
+
+def pool_key(layer: nn.Module) -> tuple[object, ...]:
+    """What two pooling layers must share to compute the same output from the same input."""
+    return (type(layer),) + tuple(
+        getattr(layer, a, None)
+        for a in (
+            "kernel_size",
+            "stride",
+            "padding",
+            "dilation",
+            "ceil_mode",
+            "count_include_pad",
+            "divisor_override",
+            "return_indices",
+        )
+    )
+
+
+def shared_head(op: nn.Module) -> nn.Module | None:
+    """The pooling layer ``op`` starts with, if its output can be shared with the other edges
+    that read the same state (``MixedOp.forward``'s ``pooled``): ``op`` is a pool, or a
+    ``Sequential`` that starts with one (DARTS's pool then batch norm) whose other layers do
+    not work in place; exact classes, no hooks on ``op`` or the pool, none global."""
+    layers = list(op.children()) if type(op) is nn.Sequential else []
+    head = layers[0] if layers else op
+    if type(head) not in _POOLS or getattr(head, "return_indices", False):
+        return None
+    if any(getattr(m, "inplace", False) for m in layers[1:]):
+        return None
+    if hooked(op) or hooked(head) or global_hooks():
+        return None
+    return head
 
 
 class _WeightedSum(torch.autograd.Function):
@@ -345,6 +409,9 @@ class MixedOp(nn.Module):
         self.unselected_scalars = False
         # the ReLU of the input is taken once per state by the cell (off: each op its own)
         self.share_relu = True
+        # the pool of the input is taken once per state and setting by the cell (off: each
+        # op its own; see shared_head)
+        self.share_pools = True
         # binary gates (ProxylessNAS, nas.search.proxylessnas): op indices whose gate gets a
         # gradient this forward without the op taking part in the graph (see _GateProbe);
         # set by the strategy around one forward, None otherwise
@@ -380,11 +447,14 @@ class MixedOp(nn.Module):
         acc: Tensor | None = None,
         relu_x: Tensor | None = None,
         given: dict[int, Tensor] | None = None,
+        pooled: Callable[[nn.Module], Tensor] | None = None,
     ) -> Tensor | None:
         """``acc + sum_k weights_O[k] * op_k(x)`` over the active ops; ``relu_x``, if given,
         is ``relu(x)`` for the ops that start with one (``wants_relu``); ``given``: op index
-        -> ``op_k(x)`` already computed (fused by the cell; full-width edges only)."""
-        out = self._mixed(x, weights_O, active_O, acc, relu_x, given)
+        -> ``op_k(x)`` already computed (fused by the cell; full-width edges only);
+        ``pooled(pool)``: ``pool(x)``, computed once per state by the cell (``shared_head``;
+        full-width edges only)."""
+        out = self._mixed(x, weights_O, active_O, acc, relu_x, given, pooled)
         if self.unselected_scalars and weights_O.requires_grad:
             out = self.add_unselected_scalars(x, weights_O, active_O, out)
         if self.gate_probe and out is not None and weights_O.requires_grad:
@@ -437,6 +507,7 @@ class MixedOp(nn.Module):
         acc: Tensor | None,
         relu_x: Tensor | None = None,
         given: dict[int, Tensor] | None = None,
+        pooled: Callable[[nn.Module], Tensor] | None = None,
     ) -> Tensor | None:
         ops = self.running_ops(active_O)
         if self.aux is not None and self.aux_scale != 0:
@@ -455,6 +526,15 @@ class MixedOp(nn.Module):
                         ys.append(given[k])
                     elif relu_x is not None and isinstance(op, RELU_FIRST):
                         ys.append(op.after_relu(relu_x))
+                    elif (
+                        pooled is not None
+                        and self.share_pools
+                        and (head := shared_head(op)) is not None
+                    ):
+                        y = pooled(head)
+                        for layer in list(op.children())[1:] if head is not op else ():
+                            y = layer(y)
+                        ys.append(y)
                     else:
                         ys.append(op(x))
             if row is not None:

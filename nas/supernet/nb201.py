@@ -24,6 +24,7 @@ from nas.supernet.mixed_op import MixedOp
 from nas.supernet.network import (
     SUPERNETS,
     ArchWeights,
+    SharedPools,
     SharedReLU,
     Supernet,
     add_scaled,
@@ -70,6 +71,7 @@ class NB201SearchCell(FusingCell):
     ) -> Tensor:
         nodes = [x]
         relu = SharedReLU(nodes)
+        pools = SharedPools(nodes)
         w_E = weights_EO.unbind(0)
         fused: FusedOutputs = {}
         fused_states: set[int] = set()
@@ -83,10 +85,10 @@ class NB201SearchCell(FusingCell):
                 r = relu.of(op, src, active[e])
                 given = fused.pop(e, None)
                 if edge_weights_E is not None:  # PC-DARTS: the whole edge output scaled
-                    out = op(nodes[src], w_E[e], active[e], None, r, given)
+                    out = op(nodes[src], w_E[e], active[e], None, r, given, pools.of(src))
                     node = add_scaled(node, out, edge_weights_E[e])
                     continue
-                node = op(nodes[src], w_E[e], active[e], node, r, given)
+                node = op(nodes[src], w_E[e], active[e], node, r, given, pools.of(src))
             nodes.append(torch.zeros_like(x) if node is None else node)
         return nodes[-1]
 

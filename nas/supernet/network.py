@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from nas.supernet.fused import FusingCell
-from nas.supernet.mixed_op import MixedOp
+from nas.supernet.mixed_op import MixedOp, pool_key
 from nas.supernet.widen import widen_mixed_op
 from search_spaces.space import Space, get_space
 
@@ -223,6 +223,28 @@ class SharedReLU:
         if r is None:
             r = self.relued[src] = torch.relu(self.states[src])
         return r
+
+
+class SharedPools:
+    """The pools of each state of one cell forward, run on first use (``MixedOp``'s
+    ``pooled``): once per state and pool setting (``mixed_op.pool_key``) instead of once per
+    edge that pools the state."""
+
+    def __init__(self, states: list[Tensor]) -> None:
+        self.states = states
+        self.pooled: dict[tuple[object, ...], Tensor] = {}
+
+    def of(self, src: int) -> Callable[[nn.Module], Tensor]:
+        """``pool -> pool(states[src])``, computed the first time a pool of its setting asks."""
+
+        def run(pool: nn.Module) -> Tensor:
+            key = (src, *pool_key(pool))
+            y = self.pooled.get(key)
+            if y is None:
+                y = self.pooled[key] = pool(self.states[src])
+            return y
+
+        return run
 
 
 def add_scaled(node: Tensor | None, out: Tensor | None, scale: Tensor) -> Tensor | None:
