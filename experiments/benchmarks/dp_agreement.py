@@ -1,9 +1,11 @@
 """Measurement: how far a 2-process search and a 1-process search with ``micro_batches=2`` agree.
 
 Both runs take the same global batches with the same augmentation and normalise batch norm
-over the same groups of B / 2 images; what differs is the order of a few float additions (the
-2-process run sums the halves' gradients in the all-reduce, the single process accumulates
-them). This script runs both through the command line (``torchrun --nproc_per_node=2`` and
+over the same groups of B / 2 images, and add the halves' gradients in the same order (the
+2-process run in the all-reduce, the single process as it accumulates them; the architecture
+gradients per micro-batch, ``ShardSums``), so on one thread per process they should agree bit
+for bit but for second-order DARTS's finite differences. This script runs both through the
+command line (``torchrun --nproc_per_node=2`` and
 ``nas-search micro_batches=2``) on one setting and prints how far apart they are: the step
 losses, the architecture parameters (and their softmax, the mixing weights) at the end, the
 supernet weights, and the genotypes.
