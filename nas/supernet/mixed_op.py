@@ -121,20 +121,23 @@ def pool_key(layer: nn.Module) -> tuple[object, ...]:
     )
 
 
-def shared_head(op: nn.Module) -> nn.Module | None:
-    """The pooling layer ``op`` starts with, if its output can be shared with the other edges
-    that read the same state (``MixedOp.forward``'s ``pooled``): ``op`` is a pool, or a
-    ``Sequential`` that starts with one (DARTS's pool then batch norm) whose other layers do
-    not work in place; exact classes, no hooks on ``op`` or the pool, none global."""
-    layers = list(op.children()) if type(op) is nn.Sequential else []
-    head = layers[0] if layers else op
+def shared_head(op: nn.Module) -> tuple[nn.Module, list[nn.Module]] | None:
+    """The pooling layer ``op`` starts with and the layers after it, if the pool's output can
+    be shared with the other edges that read the same state (``MixedOp.forward``'s
+    ``pooled``): ``op`` is a pool, or a ``Sequential`` that starts with one (DARTS's pool then
+    batch norm) whose other layers do not work in place; exact classes, no hooks on ``op`` or
+    the pool, none global."""
+    layers = list(op.children()) if type(op) is nn.Sequential else [op]
+    if not layers:
+        return None
+    head, rest = layers[0], layers[1:]
     if type(head) not in _POOLS or getattr(head, "return_indices", False):
         return None
-    if any(getattr(m, "inplace", False) for m in layers[1:]):
+    if any(getattr(m, "inplace", False) for m in rest):
         return None
     if hooked(op) or hooked(head) or global_hooks():
         return None
-    return head
+    return head, rest
 
 
 class _WeightedSum(torch.autograd.Function):
@@ -529,10 +532,10 @@ class MixedOp(nn.Module):
                     elif (
                         pooled is not None
                         and self.share_pools
-                        and (head := shared_head(op)) is not None
+                        and (shared := shared_head(op)) is not None
                     ):
-                        y = pooled(head)
-                        for layer in list(op.children())[1:] if head is not op else ():
+                        y = pooled(shared[0])
+                        for layer in shared[1]:
                             y = layer(y)
                         ys.append(y)
                     else:
