@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import math
 import os
@@ -71,9 +72,37 @@ class Row:
 
 @dataclass
 class Table:
-    """The rows of one script (or of the whole suite)."""
+    """The rows of one script (or of the whole suite).
+
+    A reference row's ``ref`` may be given as a function of no arguments (``lambda:
+    model(x)``): it is called when the row's reference runs here (its label is one of
+    ``Refs.live_labels``), and its value is written to ``recording`` when one is kept; otherwise
+    the value recorded for that quantity (``recorded``, from ``tests/fidelity/golden/``) is
+    used. A quantity with no recorded value fails its row, naming it."""
 
     rows: list[Row] = field(default_factory=list)
+    refs: Refs | None = None
+
+    def _reference_value(
+        self, quantity: str, ref: Any, reference: str, exact: bool = False
+    ) -> tuple[Any, str]:
+        if not callable(ref) or reference == KNOWN:
+            return ref, reference
+        refs = self.refs
+        if refs is not None and reference not in refs.live_labels and refs.recorded is not None:
+            entry = refs.recorded.rows.get(quantity)
+            refs.replayed.add(quantity)
+            if entry is None:
+                print(f"  {quantity}: no recorded reference value ({refs.recorded.path})",
+                      file=sys.stderr)  # fmt: skip
+                return _MISSING, reference
+            if entry.get("sketch"):
+                return _Sketched(entry["value"]), reference
+            return entry["value"], reference
+        value = ref()
+        if refs is not None and refs.recording is not None:
+            refs.recording.put(quantity, value, reference, exact=exact)
+        return value, reference
 
     def add(
         self,
@@ -84,17 +113,26 @@ class Table:
         reference: str = KNOWN,
         tolerance: float = TOLERANCE,
     ) -> float:
-        """Compare ``ours`` with ``ref`` (tensors, or lists / dicts of them, or numbers) and add
-        the row; returns the difference."""
-        diff = max_rel_diff(ours, ref)
+        """Compare ``ours`` with ``ref`` (tensors, or lists / dicts of them, or numbers; or a
+        function returning them) and add the row; returns the difference."""
+        ref, reference = self._reference_value(quantity, ref, reference)
+        if ref is _MISSING:
+            diff = math.inf
+        elif isinstance(ref, _Sketched):  # a long row, recorded as its sketch
+            mine = sketch(ours)
+            same = mine["shapes"] == ref.value["shapes"]
+            diff = max_rel_diff(mine["values"], ref.value["values"]) if same else math.inf
+        else:
+            diff = max_rel_diff(ours, ref)
         self.rows.append(Row(method, quantity, diff, reference, tolerance))
         return diff
 
     def add_equal(self, method: str, quantity: str, ours: Any, ref: Any, reference: str = KNOWN):
         """An exact comparison (genotypes, op lists, counts): 0 when equal, inf otherwise."""
-        diff = 0.0 if ours == ref else math.inf
+        ref, reference = self._reference_value(quantity, ref, reference, exact=True)
+        diff = 0.0 if ref is not _MISSING and _plain(ours) == _plain(ref) else math.inf
         self.rows.append(Row(method, quantity, diff, reference, 0.0))
-        if diff:
+        if diff and ref is not _MISSING:
             print(f"  {method} / {quantity}: ours {ours!r} != reference {ref!r}", file=sys.stderr)
         return diff
 
@@ -123,6 +161,44 @@ class Table:
     def load(path: str | os.PathLike[str]) -> Table:
         with open(path, encoding="utf-8") as f:
             return Table([Row(**json.loads(line)) for line in f if line.strip()])
+
+
+_MISSING = object()
+
+SKETCH_ABOVE = 4096  # a compared row with more values than this is recorded as its sketch
+SKETCH_SIZE = 2048
+
+
+@dataclass
+class _Sketched:
+    value: dict[str, Any]
+
+
+def sketch(x: Any, size: int = SKETCH_SIZE) -> dict[str, Any]:
+    """A long row (a network's weights after some steps) in ``2 * size`` float64 numbers: the
+    values at ``size`` evenly spaced positions of the flattened row, and the sums of ``size``
+    consecutive blocks, so every value lies in exactly one compared sum; plus the shapes. Both
+    sides are sketched alike and compared with ``max_rel_diff`` at the row's tolerance."""
+    flat = _flat(x)
+    v = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64)
+    n = v.numel()
+    k = min(size, n)
+    idx = torch.linspace(0, max(n - 1, 0), k).round().long()
+    sums = torch.stack([b.sum() for b in torch.tensor_split(v, k)]) if k else v
+    return {"values": torch.cat([v[idx], sums]), "shapes": [list(t.shape) for t in flat]}
+
+
+def _numel(x: Any) -> int:
+    return sum(t.numel() for t in _flat(x))
+
+
+def _plain(x: Any) -> Any:
+    """Tuples as lists (a recording keeps them, but a reference may build either)."""
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
 
 
 def _fmt(x: float) -> str:
@@ -275,13 +351,194 @@ def add_settings(
     table: Table,
     method: str,
     ours: dict[str, Any],
-    theirs: dict[str, Any],
+    theirs: dict[str, Any] | Callable[[], dict[str, Any]],
     reference: str,
 ) -> None:
     """One exact row per setting: ``ours`` and ``theirs`` map a name shown in the table
-    (``"weight lr (learning_rate)"``) to the value on each side."""
+    (``"weight lr (learning_rate)"``) to the value on each side. ``theirs`` may be a function
+    (called once, only when the reference runs here; else each value comes from the
+    recording)."""
+    cache: list[dict[str, Any]] = []
+
+    def value(name: str) -> Any:
+        if not cache:
+            cache.append(theirs() if callable(theirs) else theirs)
+        return cache[0][name]
+
     for name in ours:
-        table.add_equal(method, f"setting: {name}", ours[name], theirs[name], reference)
+        table.add_equal(
+            method, f"setting: {name}", ours[name], lambda name=name: value(name), reference
+        )
+
+
+# ------------------------------------------------------------------ recorded reference outputs
+
+GOLDEN = ROOT / "tests" / "fidelity" / "golden"
+
+
+def golden_path(script: str) -> Path:
+    """Where a script's recorded reference outputs live: ``tests/fidelity/golden/<script>.pt``."""
+    return GOLDEN / f"{script}.pt"
+
+
+def _frozen(value: Any, quantity: str) -> Any:
+    """``value`` as a recording holds it: tensors detached and copied (their own storage, so a
+    view does not save its base), containers as plain lists / tuples / dicts, numbers and
+    strings as they are. Anything else is refused: a recording must load with
+    ``torch.load(weights_only=True)``."""
+    if isinstance(value, Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {str(k): _frozen(v, quantity) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_frozen(v, quantity) for v in value)
+    if isinstance(value, list):
+        return [_frozen(v, quantity) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    if hasattr(value, "__array__"):
+        return torch.from_numpy(__import__("numpy").asarray(value).copy())
+    raise SystemExit(
+        f"record: {quantity!r} holds a {type(value).__name__}; expected tensors, numbers, "
+        "strings and lists / tuples / dicts of them"
+    )
+
+
+@dataclass
+class Recorded:
+    """A script's recorded reference outputs: ``rows`` maps each quantity to ``{"value",
+    "reference"}``; ``meta`` names the script, each reference's repository and commit, the
+    command that recorded them, the date and the PyTorch version."""
+
+    path: Path
+    meta: dict[str, Any]
+    rows: dict[str, dict[str, Any]]
+
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> Recorded:
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - one line, whatever the loader says
+            raise SystemExit(
+                f"{path}: not a readable recording ({type(e).__name__}: {e})"
+            ) from None
+        if not isinstance(data, dict) or set(data) != {"meta", "rows"}:
+            raise SystemExit(f"{path}: expected a dict with 'meta' and 'rows'")
+        return Recorded(Path(path), data["meta"], data["rows"])
+
+    def label(self, name: str) -> str:
+        ref = self.meta["references"][name]
+        return f"{ref['repo']}@{ref['commit'][:12]}, recorded"
+
+
+class Recording:
+    """The reference values of a live run, by quantity, written by ``--record``."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def put(self, quantity: str, value: Any, reference: str, exact: bool = False) -> None:
+        """Keep ``value`` for ``quantity``; a compared (not exact) row with more than
+        ``SKETCH_ABOVE`` values is kept as its ``sketch``."""
+        if quantity in self.rows:
+            raise SystemExit(
+                f"record: the quantity {quantity!r} is compared twice; expected one row per "
+                "quantity (name the second one differently)"
+            )
+        if not exact and _numel(value) > SKETCH_ABOVE:
+            self.rows[quantity] = {
+                "value": _frozen(sketch(value), quantity),
+                "reference": reference,
+                "sketch": True,
+            }
+            return
+        self.rows[quantity] = {"value": _frozen(value, quantity), "reference": reference}
+
+    def save(self, path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
+        """Atomically: a temporary file beside ``path``, then a rename."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".pt.tmp")
+        torch.save({"meta": meta, "rows": self.rows}, tmp)
+        os.replace(tmp, path)
+
+
+class Refs:
+    """What ``compare`` sees of its references: each one either runs here (a checkout given
+    with ``--reference-root``: ``live(name)``) or is replayed from the script's recording.
+    Reference statements run under ``if refs.live(name):``; rows name ``refs.label(name)``
+    and pass the reference's value as a function, which the table calls only when live."""
+
+    def __init__(
+        self,
+        references: dict[str, Reference],
+        roots: dict[str, str],
+        recorded: Recorded | None = None,
+        recording: Recording | None = None,
+    ) -> None:
+        self.references = references
+        self.roots = dict(roots)
+        self.recorded = recorded
+        self.recording = recording
+        self.replayed: set[str] = set()
+        self.live_labels = {label(references[n], r) for n, r in self.roots.items()}
+
+    def live(self, name: str) -> bool:
+        return name in self.roots
+
+    def root(self, name: str) -> str:
+        return self.roots[name]
+
+    def label(self, name: str) -> str:
+        if self.live(name):
+            return label(self.references[name], self.roots[name])
+        if self.recorded is None:
+            raise SystemExit(f"{name}: neither a checkout nor a recording")
+        return self.recorded.label(name)
+
+    def imports(
+        self, name: str, script_dir: str, source_dirs: Sequence[str]
+    ) -> contextlib.AbstractContextManager[None]:
+        """``reference_imports`` of the checkout when ``name`` is live, else nothing."""
+        if not self.live(name):
+            return contextlib.nullcontext()
+        return reference_imports(self.roots[name], script_dir, source_dirs)
+
+
+def full_commit(root: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def replay(module: Any) -> Table:
+    """A script's ``compare`` against its recording alone (no checkout), at float64: what CI
+    runs, and what the planted-bug tests run under their patch. Rows recorded but not produced
+    fail too."""
+    script = Path(module.__file__).stem
+    recorded = Recorded.load(golden_path(script))
+    refs = Refs(module.REFERENCES, {}, recorded)
+    table = Table(refs=refs)
+    with float64():
+        module.compare(table, refs)
+    _check_all_produced(table, module.METHOD, recorded)
+    return table
+
+
+def _check_all_produced(table: Table, method: str, recorded: Recorded) -> None:
+    produced = {r.quantity for r in table.rows}
+    first = recorded.label(next(iter(recorded.meta["references"])))
+    for quantity in recorded.rows:
+        if quantity not in produced:
+            row = Row(method, f"recorded, not produced: {quantity}", math.inf, first)
+            table.rows.append(row)
 
 
 # ---------------------------------------------------------------------------- same weights
@@ -293,12 +550,20 @@ def modules_in_order(module: nn.Module, kinds: tuple[type, ...] = COPIED) -> lis
     return [m for m in module.modules() if isinstance(m, kinds)]
 
 
+def base_kind(module: nn.Module, kinds: tuple[type, ...] = COPIED) -> type:
+    """The first of ``kinds`` that ``module`` is an instance of: a subclass of ``nn.BatchNorm2d``
+    (our narrow-channel NHWC batch norm, a fused or shared module's parts) counts as a batch norm,
+    so the copy follows the structure, not the exact classes."""
+    return next(k for k in kinds if isinstance(module, k))
+
+
 def copy_weights(src: nn.Module, dst: nn.Module, kinds: tuple[type, ...] = COPIED) -> None:
     """``src``'s convolutions, batch norms and linear layers into ``dst``'s, in module order
-    (weights, biases, running statistics); refuses in one line when the two lists differ in
-    kind or shape."""
+    (weights, biases, running statistics); layers are matched by base kind (``base_kind``), so
+    subclasses on either side copy; refuses in one line when the two lists differ in kind or
+    shape."""
     a, b = modules_in_order(src, kinds), modules_in_order(dst, kinds)
-    if [type(m) for m in a] != [type(m) for m in b]:
+    if [base_kind(m, kinds) for m in a] != [base_kind(m, kinds) for m in b]:
         raise SystemExit(
             f"copy_weights: {type(src).__name__} has {len(a)} layers, {type(dst).__name__} "
             f"{len(b)}, or their kinds differ in order; expected the same layout"
@@ -386,12 +651,19 @@ def main(
     method: str,
     references: dict[str, Reference],
     known_answers: Callable[[Table], None],
-    compare: Callable[[Table, dict[str, str]], None] | None,
+    compare: Callable[[Table, Refs], None] | None,
     argv: Sequence[str] | None = None,
     doc: str | None = None,
 ) -> int:
     """The command line every script shares: ``--reference-root NAME=PATH`` (repeatable),
-    ``--json PATH`` (the rows, one JSON object per line, for ``run_all.py``)."""
+    ``--record`` (write the references' values to the script's recording), ``--json PATH``
+    (the rows, one JSON object per line, for ``run_all.py``), ``--known-answers-only``.
+
+    Without a checkout, the reference rows are compared with the script's recording
+    (``tests/fidelity/golden/<script>.pt``), what CI does."""
+    import inspect
+
+    script = Path(inspect.getfile(known_answers)).stem
     parser = argparse.ArgumentParser(
         description=(doc or "").strip().splitlines()[0] if doc else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -403,30 +675,73 @@ def main(
         metavar="NAME=PATH",
         help=f"a checkout of the reference code; NAME one of: {names or 'none'}",
     )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"run every reference (all checkouts needed) and write their values to "
+        f"{golden_path(script).relative_to(ROOT)}",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the rows here (JSON lines)")
     parser.add_argument(
         "--known-answers-only", action="store_true", help="skip the reference comparisons"
     )
     args = parser.parse_args(argv)
     roots = parse_roots(args.reference_root, references)
+    if args.record:
+        missing = [n for n in references if n not in roots]
+        if compare is None or not references:
+            raise SystemExit(f"--record: {script} has no reference to record")
+        if missing or args.known_answers_only:
+            raise SystemExit(
+                f"--record: the recording is made by running the reference code; expected "
+                f"--reference-root for {', '.join(missing) or 'each reference'}"
+                + (" and no --known-answers-only" if args.known_answers_only else "")
+            )
+    path = golden_path(script)
+    recorded = None
+    if compare is not None and not args.record and path.exists() and len(roots) < len(references):
+        recorded = Recorded.load(path)
+    recording = Recording() if args.record else None
+    refs = Refs(references, roots, recorded, recording)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    table = Table()
+    table = Table(refs=refs)
     with float64():  # every tensor built inside, ours and the reference's, is float64
         known_answers(table)
-        if roots and compare is not None and not args.known_answers_only:
-            compare(table, roots)
-    if roots and args.known_answers_only:
-        print(f"{method}: --known-answers-only: the reference is not run", file=sys.stderr)
-    elif not roots and references:
-        print(
-            f"{method}: no --reference-root given ({names}); known answers only",
-            file=sys.stderr,
-        )
+        if compare is not None and not args.known_answers_only and (roots or recorded):
+            compare(table, refs)
+    if recorded is not None and not args.known_answers_only:
+        _check_all_produced(table, method, recorded)
+    if args.known_answers_only:
+        print(f"{method}: --known-answers-only: the references are not compared", file=sys.stderr)
+    elif references and not roots:
+        how = f"their recording, {path.relative_to(ROOT)}" if recorded else "no recording"
+        print(f"{method}: no --reference-root given ({names}); compared with {how}",
+              file=sys.stderr)  # fmt: skip
     print(table.markdown())
     if args.json:
         table.dump(args.json)
     failed = table.failed
     if failed:
         print(f"{method}: {len(failed)} row(s) above tolerance", file=sys.stderr)
+        for r in failed:
+            print(f"  failed: {r.quantity} ({_fmt(r.max_rel_diff)} > {r.tolerance:g})",
+                  file=sys.stderr)  # fmt: skip
+        if recording is not None:
+            print(f"{method}: not recorded (rows above tolerance)", file=sys.stderr)
         return 1
+    if recording is not None:
+        meta = {
+            "script": f"experiments/fidelity/{script}.py",
+            "method": method,
+            "references": {
+                n: {"repo": references[n].repo, "commit": full_commit(roots[n])} for n in references
+            },
+            "command": f"python experiments/fidelity/{script}.py --record "
+            + " ".join(f"--reference-root {n}=<checkout>" for n in references),
+            "recorded_on": datetime.date.today().isoformat(),
+            "torch": str(torch.__version__),
+        }
+        recording.save(path, meta)
+        print(f"{method}: recorded {len(recording.rows)} reference values in "
+              f"{path.relative_to(ROOT)} ({path.stat().st_size / 1024:.0f} KiB)")  # fmt: skip
     return 0

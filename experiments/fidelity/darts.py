@@ -167,22 +167,25 @@ def known_answers(table: F.Table) -> None:
 # ---------------------------------------------------------------------------- the reference
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["darts"]
-    ref_label = F.label(REFERENCES["darts"], root)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("darts")  # else the reference's values come from its recording
+    ref_label = refs.label("darts")
     train_batches, val_batches = F.batches(3, seed=1), F.batches(3, seed=2)
 
-    with F.reference_imports(root, "cnn", ["cnn"]), F.float64():
+    with refs.imports("darts", "cnn", ["cnn"]), F.float64():
         from types import SimpleNamespace
 
-        from architect import Architect  # type: ignore[import-not-found]
-        from model_search import Network  # type: ignore[import-not-found]
+        if live:
+            from architect import Architect  # type: ignore[import-not-found]
+            from model_search import Network  # type: ignore[import-not-found]
 
-        defaults = F.script_defaults("train_search.py")
-        args = SimpleNamespace(**defaults)
+            defaults = F.script_defaults("train_search.py")
+            args = SimpleNamespace(**defaults)
         criterion = nn.CrossEntropyLoss()
 
         def reference(strategy: Any, net: nn.Module):
+            if not live:
+                return None, None, None
             model = Network(C, CLASSES, LAYERS, criterion).double()
             F.copy_weights(net, model)
             with torch.no_grad():
@@ -196,35 +199,37 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         model, _, _ = reference(strategy, net)
         x = val_batches[0][0]
         table.add(METHOD, "forward (softmax mixing)", net(x, strategy.arch_weights(sample=False)),
-                  model(x), ref_label)  # fmt: skip
+                  lambda: model(x), ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype (Network.genotype)", F.our_genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
         for order in (1, 2):
             strategy, net, _ = ours(order=order)
             model, optimizer, architect = reference(strategy, net)
             for i, (tb, vb) in enumerate(zip(train_batches, val_batches)):
-                architect.step(*tb, *vb, LR, optimizer, unrolled=order == 2)
+                if live:
+                    architect.step(*tb, *vb, LR, optimizer, unrolled=order == 2)
                 strategy.begin_step(i)
                 strategy.arch_step(tb, vb)
                 if i == 0:
                     table.add(METHOD, f"order {order}: architecture gradient",
                               arch_grads(strategy),
-                              [model.alphas_normal.grad, model.alphas_reduce.grad],
+                              lambda: [model.alphas_normal.grad, model.alphas_reduce.grad],
                               ref_label)  # fmt: skip
                     table.add(METHOD, f"order {order}: architecture step",
-                              alphas(strategy), [model.alphas_normal, model.alphas_reduce],
+                              alphas(strategy), lambda: [model.alphas_normal, model.alphas_reduce],
                               ref_label)  # fmt: skip
-                optimizer.zero_grad()
-                loss = criterion(model(tb[0]), tb[1])
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-                optimizer.step()
+                if live:
+                    optimizer.zero_grad()
+                    loss = criterion(model(tb[0]), tb[1])
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+                    optimizer.step()
                 strategy.weight_step(tb)
             table.add(METHOD, f"order {order}: alphas after 3 steps", alphas(strategy),
-                      [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
+                      lambda: [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
             table.add(METHOD, f"order {order}: weights after 3 steps", F.trained(net),
-                      F.trained(model), ref_label)  # fmt: skip
+                      lambda: F.trained(model), ref_label)  # fmt: skip
 
     cfg = F.compose(["experiment=darts_cifar10"])
     F.add_settings(
@@ -244,7 +249,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "arch_weight_decay": cfg.search.arch_weight_decay,
             "unrolled (the paper's second order: --unrolled)": cfg.search.order == 2,
         },
-        {**defaults, "unrolled (the paper's second order: --unrolled)": True},
+        lambda: {**defaults, "unrolled (the paper's second order: --unrolled)": True},
         ref_label,
     )
 

@@ -58,6 +58,74 @@ def test_beside_the_reference(name, tmp_path):
     assert any(r.reference != F.KNOWN for r in rows)
 
 
+RECORDED = [n for n in SCRIPTS if F.golden_path(n).exists()]
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded(name):
+    """Every row our code produces against the references' recorded outputs, at the rows' own
+    tolerances: a change that moves any row fails here, naming it."""
+    module = run_all.importlib.import_module(f"experiments.fidelity.{name}")
+    table = F.replay(module)
+    assert any(r.reference.endswith(", recorded") for r in table.rows)
+    assert not table.failed, "\n" + table.markdown()
+
+
+def test_recordings_are_small_and_safe():
+    """All recordings together stay under 4 MB, load with ``weights_only=True`` and name the
+    reference commit (40 hex digits) and the command that made them."""
+    files = sorted(F.GOLDEN.glob("*.pt"))
+    assert sum(f.stat().st_size for f in files) < 4_000_000
+    for f in files:
+        rec = F.Recorded.load(f)
+        assert rec.meta["command"].startswith(f"python experiments/fidelity/{f.stem}.py --record")
+        for ref in rec.meta["references"].values():
+            assert len(ref["commit"]) == 40 and int(ref["commit"], 16) >= 0, f
+        assert rec.rows and all(
+            set(e) <= {"value", "reference", "sketch"} for e in rec.rows.values()
+        )
+
+
+def test_a_recorded_value_that_moves_fails_its_row(tmp_path):
+    refs = {"r": F.Reference("o/r", "m.py")}
+    rec = F.Recording()
+    rec.put("small", torch.ones(3, dtype=torch.float64), "o/r@x")
+    rec.put("long", torch.arange(10_000, dtype=torch.float64), "o/r@x")
+    rec.put("genotype", [("a", 0)], "o/r@x", exact=True)
+    with pytest.raises(SystemExit):  # one row per quantity
+        rec.put("small", torch.ones(3), "o/r@x")
+    assert rec.rows["long"]["sketch"] and rec.rows["long"]["value"]["values"].numel() == 4096
+    meta = {"references": {"r": {"repo": "o/r", "commit": "0" * 40}}, "command": "c"}
+    rec.save(tmp_path / "x.pt", meta)
+    recorded = F.Recorded.load(tmp_path / "x.pt")
+    table = F.Table(refs=F.Refs(refs, {}, recorded))
+    label = recorded.label("r")
+    assert label == "o/r@000000000000, recorded"
+
+    def never():
+        raise AssertionError("a replayed reference is not run")
+
+    long = torch.arange(10_000, dtype=torch.float64)
+    table.add("M", "small", torch.ones(3), never, label)
+    table.add("M", "long", long, never, label)
+    table.add_equal("M", "genotype", [["a", 0]], never, label)
+    assert not table.failed
+    moved = long.clone()
+    moved[4321] += 1e-3  # one value of a sketched row, not at a sampled position
+    table.add("M", "long", moved, never, label)
+    table.add("M", "small", torch.ones(3) * 2, never, label)
+    table.add("M", "not recorded", torch.ones(3), never, label)
+    assert [r.quantity for r in table.failed] == ["long", "small", "not recorded"]
+
+
+def test_recording_refuses_without_every_checkout(capsys):
+    from experiments.fidelity import darts
+
+    with pytest.raises(SystemExit) as e:
+        F.main(darts.METHOD, darts.REFERENCES, darts.known_answers, darts.compare, ["--record"])
+    assert "--reference-root" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_max_rel_diff():
     a = torch.tensor([1.0, 2.0], dtype=torch.float64)
     assert F.max_rel_diff(a, a.clone()) == 0.0
@@ -126,6 +194,28 @@ def test_copy_weights_refuses_another_layout():
         F.copy_weights(a, torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3), torch.nn.BatchNorm2d(5)))
     with pytest.raises(SystemExit):
         F.copy_weights(a, torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)))
+
+
+def test_copy_weights_matches_base_kinds():
+    """A subclass of a copied kind (our NHWC narrow batch norm is one of ``BatchNorm2d``) is
+    copied as its base kind, on either side."""
+
+    class NarrowBN(torch.nn.BatchNorm2d):
+        pass
+
+    a = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), NarrowBN(4), torch.nn.Linear(4, 2))
+    b = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(4, 2)
+    )
+    with torch.no_grad():
+        a[1].weight.uniform_()
+        a[1].running_mean.uniform_()
+    F.copy_weights(a, b)
+    assert torch.equal(a[1].weight, b[1].weight) and torch.equal(
+        a[1].running_mean, b[1].running_mean
+    )
+    assert torch.equal(a[2].weight, b[2].weight)
+    F.copy_weights(b, a)
 
 
 def test_run_all_refuses_a_reference_no_script_uses(tmp_path):
