@@ -259,18 +259,34 @@ def parse_roots(items: Sequence[str] | None, references: dict[str, Reference]) -
     return roots
 
 
-def commit_of(root: str) -> str:
-    """The checkout's commit (12 hex digits), or ``unknown`` outside git."""
+def release_of(root: str) -> str | None:
+    """``pypi:NAME==VERSION`` for an unpacked release (a wheel's ``*.dist-info/METADATA`` or an
+    sdist's ``PKG-INFO``), else None: how a reference published only as a package is named."""
+    found = sorted(Path(root).glob("*.dist-info/METADATA")) + sorted(Path(root).glob("PKG-INFO"))
+    for meta in found:
+        fields = dict(
+            line.split(": ", 1)
+            for line in meta.read_text(encoding="utf-8").splitlines()
+            if line.startswith(("Name: ", "Version: "))
+        )
+        if "Name" in fields and "Version" in fields:
+            return f"pypi:{fields['Name']}=={fields['Version']}"
+    return None
+
+
+def commit_of(root: str, short: bool = True) -> str:
+    """The checkout's commit (12 hex digits, or all 40 with ``short=False``); an unpacked
+    release's ``pypi:NAME==VERSION``; ``unknown`` otherwise."""
     try:
         out = subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+            ["git", "-C", root, "rev-parse", *(["--short=12"] if short else []), "HEAD"],
             capture_output=True,
             text=True,
             check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return release_of(root) or "unknown"
 
 
 def label(ref: Reference, root: str) -> str:
@@ -431,7 +447,8 @@ class Recorded:
 
     def label(self, name: str) -> str:
         ref = self.meta["references"][name]
-        return f"{ref['repo']}@{ref['commit'][:12]}, recorded"
+        commit = ref["commit"]
+        return f"{ref['repo']}@{commit if commit.startswith('pypi:') else commit[:12]}, recorded"
 
 
 class Recording:
@@ -509,13 +526,7 @@ class Refs:
 
 
 def full_commit(root: str) -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return commit_of(root, short=False)
 
 
 def replay(module: Any) -> Table:
