@@ -154,6 +154,7 @@ class SearchRun(Run):
 
         self.strategy = self._build_strategy()
         self._check_selector_reads_what_the_strategy_learns()
+        self._check_arch_batch_is_used()
         schedule_epochs = self.strategy.total_epochs
         if schedule_epochs is not None and schedule_epochs != self.epochs:
             raise SearchError(
@@ -176,6 +177,27 @@ class SearchRun(Run):
         self.start_logger(resumed=resume_state is not None)
 
     # ------------------------------------------------------------------------- building
+
+    def _check_arch_batch_is_used(self) -> None:
+        """``arch_batch=random`` draws a batch for every architecture step: refused where no
+        step reads one (a single-level strategy, ``fix_alpha``), rather than drawn and
+        dropped."""
+        if self.arch_batch == "sequential":
+            return
+        strategy = self.strategy
+        why = (
+            f"{type(strategy).__name__} is single-level (weights and architecture both step on "
+            "the training batch)"
+            if strategy.single_level
+            else "no architecture step runs (search.fix_alpha, or a strategy without one)"
+            if strategy.fix_alpha
+            else None
+        )
+        if why:
+            raise SearchError(
+                f"arch_batch={self.arch_batch} draws the architecture steps' batches, but {why}; "
+                "leave arch_batch=sequential"
+            )
 
     def _read_settings(self) -> None:
         cfg = self.cfg
@@ -223,7 +245,15 @@ class SearchRun(Run):
 
     def _build_supernet(self, info: dict[str, Any]) -> Supernet:
         cfg = self.cfg
-        k = self.strategy.initial_partial_channels() or int(cfg.space.get("partial_channels", 1))
+        space_k = int(cfg.space.get("partial_channels", 1))
+        k = self.strategy.initial_partial_channels()
+        if k is not None and space_k not in (1, k):  # 1, the spaces' default: not set
+            raise SearchError(
+                f"space.partial_channels={space_k}, but the strategy starts the supernet at "
+                f"K={k} (a component's partial_channels, or search.stages[0]); set one of the "
+                f"two (space.partial_channels=1 leaves K to the strategy)"
+            )
+        k = k or space_k
         try:
             supernet: Supernet = build_supernet(
                 str(cfg.space.name),

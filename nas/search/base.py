@@ -230,10 +230,24 @@ class SearchStrategy(nn.Module, abc.ABC):
     def component_list(self) -> list[Component]:
         return list(self.components)  # type: ignore[arg-type]
 
+    #: what an architecture step does, none of which happens under ``fix_alpha``: components
+    #: that act only through it (Beta-Decay, FairDARTS's zero-one loss, a hardware cost) are
+    #: refused rather than carried along doing nothing
+    ARCH_STEP_CAPABILITIES: ClassVar[frozenset[str]] = frozenset({"arch_penalty", "weight_grads"})
+
     def has(self, capability: str) -> bool:
         """Whether this strategy, with its settings, does what ``capability`` says
-        (``capabilities``; a strategy whose settings change it overrides this)."""
+        (``capabilities``; a strategy whose settings change it overrides this). With
+        ``fix_alpha`` no architecture step runs, so it lacks ``ARCH_STEP_CAPABILITIES``."""
+        if self.fix_alpha and capability in self.ARCH_STEP_CAPABILITIES:
+            return False
         return capability in self.capabilities
+
+    def refusal_hint(self, capability: str) -> str:
+        """Appended to a component's refusal for a missing ``capability``: what to do instead."""
+        if self.fix_alpha and capability in self.ARCH_STEP_CAPABILITIES & self.capabilities:
+            return " (search.fix_alpha=true: no architecture step runs)"
+        return self.refusal_hints.get(capability, "")
 
     @property
     def mixing_on_simplex(self) -> bool:

@@ -28,6 +28,9 @@ from nas.search.base import Batch, SearchStrategy, Shards, _zeros_for_none
 from nas.supernet import ArchWeights
 
 
+UNROLLED_R = 0.01  # the reference's R = 0.01 / ||v|| (cnn/architect.py, _hessian_vector_product)
+
+
 class DARTS(SearchStrategy):
     """DARTS with ``order`` 1 (first-order approximation) or 2 (unrolled)."""
 
@@ -45,7 +48,7 @@ class DARTS(SearchStrategy):
         arch_weight_decay: float = 1e-3,
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
-        unrolled_r: float = 0.01,
+        unrolled_r: float = UNROLLED_R,
         arch_grad_clip: float | None = None,
         clip_mixing_with_weights: bool = False,
     ) -> None:
@@ -61,6 +64,12 @@ class DARTS(SearchStrategy):
         if order not in (1, 2):
             raise ValueError(f"search.order must be 1 or 2, got {order!r}")
         self.order = order
+        if order == 1 and unrolled_r != UNROLLED_R:
+            raise ValueError(
+                f"search.unrolled_r={unrolled_r} is the second-order finite difference's "
+                f"radius, and search.order=1 takes no such step; set search.order=2 or leave "
+                f"unrolled_r at {UNROLLED_R}"
+            )
         self.unrolled_r = float(unrolled_r)
 
     def has(self, capability: str) -> bool:

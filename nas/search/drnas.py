@@ -41,7 +41,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from nas.search.darts import DARTS
+from nas.search.darts import DARTS, UNROLLED_R
 from nas.supernet import ArchWeights
 
 
@@ -148,7 +148,7 @@ class DrNAS(DARTS):
         arch_weight_decay: float = 1e-3,
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
-        unrolled_r: float = 0.01,
+        unrolled_r: float = UNROLLED_R,
         arch_grad_clip: float | None = None,
         reg_type: str = "l2",
         reg_scale: float = 1e-3,

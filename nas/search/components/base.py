@@ -78,7 +78,7 @@ def refuse_missing(strategy: SearchStrategy, needs: frozenset[str], label: str, 
         if capability not in CAPABILITIES:
             raise AssertionError(f"{label} needs an unknown capability {capability!r}")
         if not strategy.has(capability):
-            hint = strategy.refusal_hints.get(capability, "")
+            hint = strategy.refusal_hint(capability)
             raise ValueError(
                 f"{label} needs a strategy whose {CAPABILITIES[capability]}; "
                 f"{type(strategy).__name__}'s does not ({strategy.mixing}): drop {name} or "
