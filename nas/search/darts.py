@@ -27,7 +27,6 @@ from nas import distributed as D
 from nas.search.base import Batch, SearchStrategy, Shards, _zeros_for_none
 from nas.supernet import ArchWeights
 
-
 UNROLLED_R = 0.01  # the reference's R = 0.01 / ||v|| (cnn/architect.py, _hessian_vector_product)
 
 
