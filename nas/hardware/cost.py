@@ -215,6 +215,25 @@ class CostObjective:
         return f"{self.form} on expected {self.model.metric}, target {self.target:g} {unit}"
 
 
+#: the parameters each form reads (``CostObjective.factor_and_penalty``) beside the target
+FORM_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "mul_log": ("alpha", "beta"),
+    "fbnet_pow": ("alpha", "beta"),
+    "fbnet_logpow": ("alpha", "beta"),
+    "add_linear": ("reg_lambda",),
+    "nni_add": ("scale", "nonlinear"),
+    "nni_mul": ("scale", "nonlinear"),
+}
+#: their values in ``configs/cost/*.yaml``: a form refuses another value of one it does not read
+FORM_PARAMETER_DEFAULTS: dict[str, Any] = {
+    "alpha": 0.2,
+    "beta": 0.3,
+    "reg_lambda": 0.1,
+    "scale": 1.0,
+    "nonlinear": "positive",
+}
+
+
 def build_objective(cfg: Any) -> CostObjective:
     """A ``CostObjective`` from the ``cost`` config group (see ``configs/cost``)."""
     from nas.hardware.table import load_table  # table imports torch-heavy profiling parts
@@ -237,6 +256,20 @@ def build_objective(cfg: Any) -> CostObjective:
                        force_hint="force it with cost.force=true")  # fmt: skip
     if cfg.get("target") is None:
         raise ValueError(f"cost.target is required ({UNITS[metric]})")
+    form = str(cfg.get("form", "mul_log"))
+    for key, default in FORM_PARAMETER_DEFAULTS.items():
+        value = cfg.get(key, default)
+        if form in FORM_PARAMETERS and key not in FORM_PARAMETERS[form] and value != default:
+            raise ValueError(
+                f"cost.{key}={value} is not a parameter of cost.form={form}, which reads "
+                f"{', '.join(FORM_PARAMETERS[form])}; leave cost.{key} at {default} or choose "
+                f"a form that reads it"
+            )
+    if metric != "latency" and cfg.get("force", False):
+        raise ValueError(
+            f"cost.force=true accepts a latency table measured elsewhere; {metric} does not "
+            "depend on the machine and needs no force: leave cost.force=false"
+        )
     return CostObjective(
         CostModel.from_table(table, metric),
         form=str(cfg.get("form", "mul_log")),

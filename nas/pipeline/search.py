@@ -288,6 +288,14 @@ class SearchRun(Run):
             weight_decay=float(opt_cfg.weight_decay),
             foreach=True,
         )
+        stage_lr = str(opt_cfg.get("stage_lr", "cosine"))
+        warmup = int(opt_cfg.get("warmup_epochs", 0) or 0)
+        if stage_lr == "reference" and not self.strategy.stage_start_epochs and not warmup:
+            raise SearchError(
+                "optimizer.stage_lr=reference is the DrNAS code's rate across progressive "
+                "stages and after a warm-up, and this search has neither (search.stages, "
+                "optimizer.warmup_epochs), where it is the cosine; leave optimizer.stage_lr=cosine"
+            )
         try:
             factor = search_lr_factor(
                 epochs=self.epochs,

@@ -127,6 +127,10 @@ def _parse_stages(stages: Any) -> list[Stage]:
     return out
 
 
+ARCH_WEIGHT_DECAY = 1e-3  # the L2 regulariser on beta (reg_type l2): the NB201 script's
+REG_SCALE = 1e-3  # the KL regulariser's scale (reg_type kl): the reference's --reg_scale
+
+
 class DrNAS(DARTS):
     """DrNAS (first order by default; ``order=2`` uses the unrolled DARTS gradient)."""
 
@@ -145,13 +149,13 @@ class DrNAS(DARTS):
         order: int = 1,
         arch_lr: float = 3e-4,
         arch_betas: tuple[float, float] | list[float] = (0.5, 0.999),
-        arch_weight_decay: float = 1e-3,
+        arch_weight_decay: float = ARCH_WEIGHT_DECAY,
         init_scale: float = 1e-3,
         fix_alpha: bool = False,
         unrolled_r: float = UNROLLED_R,
         arch_grad_clip: float | None = None,
         reg_type: str = "l2",
-        reg_scale: float = 1e-3,
+        reg_scale: float = REG_SCALE,
         stages: list[dict[str, int]] | None = None,
         arch_start_epoch: int = 0,
         eval_weights: str = "mean",
@@ -200,6 +204,27 @@ class DrNAS(DARTS):
         self.reg_type = reg_type
         self.reg_scale = float(reg_scale)
         self.stages = _parse_stages(stages) if stages is not None else None
+        # settings that act only with another one: refused rather than carried along unused
+        if reg_type == "l2" and reg_scale != REG_SCALE:
+            raise ValueError(
+                f"search.reg_scale={reg_scale} scales the KL regulariser of reg_type=kl; with "
+                f"reg_type=l2 the regulariser is search.arch_weight_decay (set reg_type=kl, or "
+                f"leave reg_scale at {REG_SCALE})"
+            )
+        if reg_type == "kl" and arch_weight_decay != ARCH_WEIGHT_DECAY:
+            raise ValueError(
+                f"search.arch_weight_decay={arch_weight_decay} is the L2 regulariser, which "
+                f"reg_type=kl replaces (no weight decay on beta); set reg_scale instead, or leave "
+                f"arch_weight_decay at {ARCH_WEIGHT_DECAY}"
+            )
+        widens = self.stages is not None and any(
+            b.partial_channels != a.partial_channels for a, b in zip(self.stages, self.stages[1:])
+        )
+        if widen_seed != 0 and not widens:
+            raise ValueError(
+                f"search.widen_seed={widen_seed} seeds the channel choice of a stage that "
+                f"changes partial_channels, and search.stages has none; leave widen_seed at 0"
+            )
         self.arch_start_epoch = arch_start_epoch
         self.eval_weights = eval_weights
         self.derive_weights_kind = derive_weights

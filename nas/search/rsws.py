@@ -83,6 +83,10 @@ def genotype_of(space: Space, arch: Arch) -> AnyGenotype:
     return family_of(space).genotype(space, edges)
 
 
+# optimizer.grad_clip of configs/nas_search.yaml, which search.grad_clip replaces
+RUN_GRAD_CLIP = 5.0
+
+
 class RSWS(SamplingStrategy):
     """Supernet training on uniformly sampled architectures; no architecture parameters."""
 
@@ -107,6 +111,12 @@ class RSWS(SamplingStrategy):
         """No architecture parameters or optimiser; the weight step clips at ``grad_clip``."""
         del generator
         if self.grad_clip is not None:
+            if ctx.grad_clip != RUN_GRAD_CLIP:
+                raise ValueError(
+                    f"search.grad_clip={self.grad_clip} is RS-WS's weight clip, in place of "
+                    f"optimizer.grad_clip, which is set too ({ctx.grad_clip}); set one of them "
+                    "(search.grad_clip=null clips at optimizer.grad_clip)"
+                )
             ctx = dataclasses.replace(ctx, grad_clip=self.grad_clip)
         self._ctx = ctx
         for c in self.component_list():

@@ -16,7 +16,8 @@ code (SNAS-Series/SNAS-Series, ``SNAS/``):
 * training is single-level and joint (``train_search.py:443-512``): on one training batch,
   ``L = CE + lambda * R``, one backward, then the weight step (SGD, the run's clip, 5) and the
   architecture step (SGD lr 3e-4, no momentum, no weight decay, as the single-GPU reference;
-  ``arch_optimizer: adam`` is its distributed mode's Adam(3e-4, (0.5, 0.999), 1e-3); the
+  ``arch_optimizer: adam`` is its distributed mode's Adam(3e-4, (0.5, 0.999), 1e-3);
+  ``arch_weight_decay`` applies to either, ``arch_betas`` only to Adam; the
   architecture gradient clipped to norm 10). The architecture split is not used for steps:
   by default the weight split (half of the training set) trains both; the reference trains on
   the whole training set, which ``data.train_portion=1.0`` gives (both splits are then the
@@ -81,6 +82,10 @@ def op_cost(op: str, C: int, h: int, stride: int) -> tuple[float, float, float]:
     raise ValueError(f"SNAS's resource penalty has no cost for operation {op!r}")
 
 
+ADAM_BETAS = (0.5, 0.999)  # arch_optimizer=adam: the distributed mode's
+RESOURCE_LAMBDA = 1.5e-3  # --resource_lambda of the README's commands
+
+
 class SNAS(SamplingStrategy):
     """SNAS: soft Gumbel-softmax samples, single-level joint training, optional resources."""
 
@@ -96,7 +101,7 @@ class SNAS(SamplingStrategy):
         *,
         arch_lr: float = 3e-4,
         arch_optimizer: str = "sgd",
-        arch_betas: tuple[float, float] | list[float] = (0.5, 0.999),
+        arch_betas: tuple[float, float] | list[float] = ADAM_BETAS,
         arch_weight_decay: float = 0.0,
         init_mean: float = 1.0,
         init_std: float = 0.01,
@@ -106,7 +111,7 @@ class SNAS(SamplingStrategy):
         tau_min: float = 0.03,
         schedule_epochs: int | None = None,
         resource_penalty: str | None = None,
-        resource_lambda: float = 1.5e-3,
+        resource_lambda: float = RESOURCE_LAMBDA,
         reduce_ratio: float = 1.0,
     ) -> None:
         if arch_optimizer not in ("sgd", "adam"):
@@ -127,6 +132,17 @@ class SNAS(SamplingStrategy):
             )
         if resource_lambda < 0 or init_std < 0:
             raise ValueError("search.resource_lambda and search.init_std must be >= 0")
+        if arch_optimizer == "sgd" and tuple(arch_betas) != ADAM_BETAS:
+            raise ValueError(
+                f"search.arch_betas={list(arch_betas)} are Adam's, and search.arch_optimizer=sgd "
+                f"has none; set arch_optimizer=adam, or leave arch_betas at {list(ADAM_BETAS)}"
+            )
+        if resource_penalty is None and (resource_lambda != RESOURCE_LAMBDA or reduce_ratio != 1.0):
+            raise ValueError(
+                f"search.resource_lambda={resource_lambda} and search.reduce_ratio={reduce_ratio} "
+                "weigh the resource penalty, and search.resource_penalty is null; set "
+                f"resource_penalty=log or linear, or leave them at {RESOURCE_LAMBDA} and 1.0"
+            )
         super().__init__(
             arch_lr=arch_lr,
             arch_betas=arch_betas,
@@ -158,7 +174,10 @@ class SNAS(SamplingStrategy):
                 p.add_(self.init_mean)
         if self.arch_optimizer_kind == "sgd":
             self.arch_optimizer = torch.optim.SGD(
-                self.arch_parameters(), lr=self.arch_lr, momentum=0.0, weight_decay=0.0
+                self.arch_parameters(),
+                lr=self.arch_lr,
+                momentum=0.0,
+                weight_decay=self.arch_weight_decay,  # the reference's: 0 (the default)
             )
 
     # ------------------------------------------------------------------- schedule

@@ -39,6 +39,7 @@ class ChainMixedOp(MixedOp):
     input on (no candidate is built)."""
 
     skip_op: str  # the chain's skip op
+    takes_aux = False  # a block changes width and has its own skip: no DARTS- auxiliary term
 
     def __init__(
         self,

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -362,6 +362,9 @@ class MixedOp(nn.Module):
     None. ``active_O`` is a list of Python bools, computed once per forward for the whole cell,
     so skipping an op needs no device synchronisation per op.
     """
+
+    #: whether ``forward`` adds the auxiliary term ``aux_scale * aux(x)`` (DARTS-)
+    takes_aux: ClassVar[bool] = True
 
     def __init__(
         self,

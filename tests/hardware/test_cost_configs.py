@@ -44,3 +44,16 @@ def test_cost_config_errors(table):
         build_objective(cfg.cost)
     with pytest.raises(ValueError, match="unknown cost keys"):
         build_objective({"table": str(table), "target": 2, "lamda": 1})
+
+
+def test_the_form_parameter_defaults_are_the_yamls():
+    """A form refuses a parameter it does not read when it differs from the config group's value
+    (``nas.hardware.cost.FORM_PARAMETER_DEFAULTS``): those values are the YAMLs'."""
+    import yaml
+
+    from nas.choices import config_dir
+    from nas.hardware.cost import FORM_PARAMETER_DEFAULTS
+
+    for path in sorted((config_dir() / "cost").glob("*.yaml")):
+        values = yaml.safe_load(path.read_text())
+        assert {k: values[k] for k in FORM_PARAMETER_DEFAULTS} == FORM_PARAMETER_DEFAULTS, path

@@ -87,6 +87,12 @@ class BetaDecay(Component):
                 "step has no Beta-Decay term): set search.order=1, or "
                 f"components.{self.name or 'beta_darts'}.in_second_order=true to add it there"
             )
+        if self.in_second_order and strategy.has("direct_params"):
+            raise ValueError(
+                f"components.{self.name or 'beta_darts'}.in_second_order=true adds the term to "
+                f"a second-order (unrolled) step, and {type(strategy).__name__}'s is first "
+                "order; set search.order=2, or leave in_second_order false"
+            )
 
     def attach(self, strategy: SearchStrategy, context: SearchContext) -> None:
         self._search_epochs = context.epochs

@@ -93,6 +93,12 @@ class AuxiliarySkip(Component):
 
     def prepare_supernet(self, supernet: Supernet) -> None:
         mixed_ops = supernet.mixed_ops()
+        if not mixed_ops or not all(m.takes_aux for m in mixed_ops):
+            raise ValueError(
+                f"{self.name or 'darts_minus'} adds an auxiliary skip to every cell edge, and "
+                f"the {supernet.space.name} supernet's mixed blocks take none (a chain's blocks "
+                f"change width and carry their own skip op); drop {self.name or 'darts_minus'}"
+            )
         for m in mixed_ops:
             aux: nn.Module
             if m.stride == 2:
