@@ -2,14 +2,16 @@
 
 Every method script of this folder runs in a fresh process (the references' module names clash),
 with the ``--reference-root`` items it declares in its ``REFERENCES``; scripts whose references
-are not given run their known answers only. The rows of all scripts go into one Markdown table
+are not given compare with their recordings (``tests/fidelity/golden/``), and ``--record``
+rewrites those from the checkouts. The rows of all scripts go into one Markdown table
 (``--out``, default ``docs/fidelity_table.md``, one section per method) with the command and the
 date.
 
     python experiments/fidelity/run_all.py \\
         --reference-root darts=~/src/darts --reference-root drnas=~/src/DrNAS ...
     python experiments/fidelity/run_all.py --only darts,drnas   # some scripts
-    python experiments/fidelity/run_all.py --known-answers-only # what CI runs
+    python experiments/fidelity/run_all.py                      # against the recordings (CI)
+    python experiments/fidelity/run_all.py --record --reference-root ...  # rewrite them
 
 Exit 1 when any row is above its tolerance (the table is written all the same).
 """
@@ -54,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-root", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument("--only", help="comma-separated script names (default: all)")
     parser.add_argument("--known-answers-only", action="store_true")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write each script's recording (tests/fidelity/golden/); every checkout needed",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "fidelity_table.md"))
     args = parser.parse_args(argv)
 
@@ -88,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd += [f"--reference-root={r}" for r in own]
             if args.known_answers_only:
                 cmd.append("--known-answers-only")
+            if args.record and declared[name]:
+                cmd.append("--record")
             print(f"== {name}", flush=True)
             done = subprocess.run(cmd, env=env, cwd=str(ROOT))
             if out.exists():
@@ -113,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         "Largest relative difference `max|ours - ref| / max|ref|` at float64 (0: equal to the "
         "last bit; `differs`: an exact comparison failed); `known answer` rows compare with the "
         "method's equations written out, the others with the reference code at the commit "
-        "shown.\n\n" + "\n".join(sections)
+        "shown (`, recorded`: with its outputs recorded at that commit, "
+        "tests/fidelity/golden/).\n\n" + "\n".join(sections)
     )
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out} ({len(table.rows)} rows)")
