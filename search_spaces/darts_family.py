@@ -63,6 +63,7 @@ class DartsFamily(Family):
     layers_word = "layers"
     drop_path = True
     paper_size = (36, 20)
+    smallest_layers = 3  # reduction cells at layers // 3 and 2 * layers // 3, a normal one
     imagenet_size = (48, 14)  # the mobile setting
     blocks = (
         "relu_conv1x1_bn",  # cell preprocessing of a same-size input

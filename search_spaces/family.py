@@ -82,6 +82,9 @@ class Family(abc.ABC):
     blocks: tuple[str, ...] = ()
     # how many cells its published index numbers (0: its genotypes have no number)
     num_indexed: int = 0
+    # the fewest layers (layers_word) of a supernet with every cell type in it: the smallest
+    # search there is (tests, smoke runs)
+    smallest_layers: int = 1
 
     # ------------------------------------------------------------------- name and sizes
 

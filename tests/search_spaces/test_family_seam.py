@@ -53,17 +53,24 @@ ALLOWED: dict[tuple[str, str], str] = {
         "nas-profile's default --space: a user-facing default, as a config's `space:` value"
     ),
 }
+
+
+def _supernet_files() -> dict[str, str]:
+    """Each family's own supernet module (where its builder in ``SUPERNETS`` is defined): made
+    of ``nas.supernet``'s MixedOp, a later layer than ``search_spaces``, so the family's own
+    module of the supernet stage."""
+    from nas.supernet.network import SUPERNETS
+
+    out = {}
+    for family, build in SUPERNETS.items():
+        owner = getattr(build, "__self__", None)  # a classmethod's class: the subclass
+        module = owner.__module__ if isinstance(owner, type) else build.__module__
+        out[module.replace(".", "/") + ".py"] = f"the {family} family's supernet (SUPERNETS)"
+    return out
+
+
 # files that belong to one family: whole modules of the later stages that are the family's own
-ALLOWED_FILES: dict[str, str] = {
-    "nas/supernet/darts.py": (
-        "the DARTS family's supernet: made of nas.supernet's MixedOp, a later layer than "
-        "search_spaces, so it is the family's own module of the supernet stage, registered in "
-        "nas.supernet.network.SUPERNETS"
-    ),
-    "nas/supernet/nb201.py": "the NB201 family's supernet (as nas/supernet/darts.py)",
-    "nas/supernet/proxyless.py": "the ProxylessNAS family's supernet (as nas/supernet/darts.py)",
-    "nas/supernet/fbnet.py": "the FBNet family's supernet (as nas/supernet/darts.py)",
-}
+ALLOWED_FILES: dict[str, str] = _supernet_files()
 
 
 def _aliases(classes: set[type]) -> set[str]:

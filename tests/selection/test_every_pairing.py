@@ -33,9 +33,9 @@ def _candidates(name: str) -> int:
 SPACES = [
     min((n for n in SPACE_NAMES if get_space(n).family == f), key=_candidates) for f in FAMILIES
 ]
-# the smallest supernet of each family (DARTS-style: two reduction cells need 3 cells)
-# ProxylessNAS and FBNet: depth 1 (one block a stage)
-LAYERS = {"darts": 3, "nb201": 1, "proxyless": 1, "fbnet": 1}
+# the smallest supernet of each family, as the family declares it (DARTS-style: two reduction
+# cells and a normal one need 3 cells; the chains: one block a stage)
+LAYERS = {name: family.smallest_layers for name, family in FAMILIES.items()}
 # settings that keep the known selectors to seconds; a new selector runs with its defaults
 FAST = {
     "pt": ["selection.proj_intv=0", "selection.num_val_batches=1"],
