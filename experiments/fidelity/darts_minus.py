@@ -37,6 +37,10 @@ replaced by ``s5``, the DARTS space of our experiment (the paper's DARTS-space r
 reference has no NAS-Bench-201 code, so ``darts_minus_nb201`` is checked by its known answer only.
 
     python experiments/fidelity/darts_minus.py --reference-root darts_minus=~/src/DARTS-
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/darts_minus.pt`` (``--record`` with the checkout writes them); ours runs
+the same either way.
 """
 
 from __future__ import annotations
@@ -248,44 +252,49 @@ class _Recorder:
                           [p.detach().clone() for p in params])  # fmt: skip
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["darts_minus"]
-    ref_label = F.label(REFERENCES["darts_minus"], root)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("darts_minus")  # else the reference's values come from its recording
+    ref_label = refs.label("darts_minus")
     train_batches, val_batches = F.batches(3, seed=1), F.batches(3, seed=2)
 
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        import logging
-        from types import SimpleNamespace
+    with refs.imports("darts_minus", ".", ["."]), F.float64():
+        if live:
+            import logging
+            from types import SimpleNamespace
 
-        import src.search  # type: ignore[import-not-found]  # noqa: F401
-        from src import utils  # type: ignore[import-not-found]
-        from torch.autograd import Variable
+            import src.search  # type: ignore[import-not-found]  # noqa: F401
+            from src import utils  # type: ignore[import-not-found]
+            from torch.autograd import Variable
 
-        defaults = F.script_defaults("src/search/args.py")
-        script = run_script(root)
-        args = SimpleNamespace(**{**defaults, **script, "disable_cuda": True})
-        # src/search/args.py parses the command line and creates folders at import: a stand-in
-        scheduler = utils.DecayScheduler(
-            base_lr=args.skip_beta,
-            T_max=args.decay_max_epoch,
-            T_start=args.decay_start_epoch,
-            T_stop=args.decay_stop_epoch,
-            decay_type=args.decay,
-        )
-        stand_in = types.ModuleType("src.search.args")
-        stand_in.args, stand_in.beta_decay_scheduler = args, scheduler  # type: ignore[attr-defined]
-        sys.modules["src.search.args"] = stand_in
-        from src.search.architect import Architect  # type: ignore[import-not-found]
-        from src.search.model_search import Network  # type: ignore[import-not-found]
-        from src.spaces import spaces_dict  # type: ignore[import-not-found]
+            defaults = F.script_defaults("src/search/args.py")
+            script = run_script(refs.root("darts_minus"))
+            args = SimpleNamespace(**{**defaults, **script, "disable_cuda": True})
+            # src/search/args.py parses the command line and creates folders at import: a
+            # stand-in
+            scheduler = utils.DecayScheduler(
+                base_lr=args.skip_beta,
+                T_max=args.decay_max_epoch,
+                T_start=args.decay_start_epoch,
+                T_stop=args.decay_stop_epoch,
+                decay_type=args.decay,
+            )
+            stand_in = types.ModuleType("src.search.args")
+            stand_in.args = args  # type: ignore[attr-defined]
+            stand_in.beta_decay_scheduler = scheduler  # type: ignore[attr-defined]
+            sys.modules["src.search.args"] = stand_in
+            from src.search.architect import Architect  # type: ignore[import-not-found]
+            from src.search.model_search import Network  # type: ignore[import-not-found]
+            from src.spaces import spaces_dict  # type: ignore[import-not-found]
 
-        primitives = spaces_dict[args.space]
+            primitives = spaces_dict[args.space]
+            train = F.load_function("src/search/train_search.py", "train",
+                                    {"args": args, "utils": utils, "Variable": Variable, "nn": nn,
+                                     "torch": torch, "logging": logging})  # fmt: skip
         criterion = nn.CrossEntropyLoss()
-        train = F.load_function("src/search/train_search.py", "train",
-                                {"args": args, "utils": utils, "Variable": Variable, "nn": nn,
-                                 "torch": torch, "logging": logging})  # fmt: skip
 
         def reference(strategy: Any, net: nn.Module):
+            if not live:
+                return None, None, None
             model = Network(C, CLASSES, LAYERS, criterion, primitives, steps=args.nodes,
                             args=args).double()  # fmt: skip
             F.copy_weights(net, model)
@@ -300,50 +309,54 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         strategy, net, _ = ours()
         ref_beta, our_beta = [], []
         for e in range(EPOCHS):
-            scheduler.step(e)
+            if live:
+                scheduler.step(e)
+                ref_beta.append(scheduler.decay_rate)
             strategy.begin_epoch(e)
-            ref_beta.append(scheduler.decay_rate)
             our_beta.append(strategy.component_list()[0].beta)
-        table.add(METHOD, "beta of epochs 0-49 (DecayScheduler.step)", our_beta, ref_beta,
-                  ref_label)  # fmt: skip
+        table.add(METHOD, "beta of epochs 0-49 (DecayScheduler.step)", our_beta,
+                  lambda: ref_beta, ref_label)  # fmt: skip
 
         model, _, _ = reference(strategy, net)
         x = val_batches[0][0]
         for e in (0, EPOCH):
-            scheduler.step(e)
+            if live:
+                scheduler.step(e)
             strategy.begin_epoch(e)
             with torch.no_grad():
                 ours_out = net(x, strategy.arch_weights(sample=False))
-                table.add(METHOD, f"forward, epoch {e} (beta {scheduler.decay_rate:g})",
-                          ours_out, model(x), ref_label)  # fmt: skip
+                # the name holds the paper's beta, not either side's (a bug must not rename it)
+                table.add(METHOD, f"forward, epoch {e} (beta {(EPOCHS - e) / EPOCHS:g})",
+                          ours_out, lambda: model(x), ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype (Network.genotype)", F.our_genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
         # three whole steps at epoch 10: the reference's own train()
         strategy, net, _ = ours()
         model, optimizer, architect = reference(strategy, net)
-        scheduler.step(EPOCH)
         strategy.begin_epoch(EPOCH)
-        recorder = _Recorder(architect, model)
-        train(EPOCH, primitives, train_batches, val_batches, model, recorder, criterion,
-              optimizer, LR, None, None)  # fmt: skip
-        assert recorder.first is not None
+        if live:
+            scheduler.step(EPOCH)
+            recorder = _Recorder(architect, model)
+            train(EPOCH, primitives, train_batches, val_batches, model, recorder, criterion,
+                  optimizer, LR, None, None)  # fmt: skip
+            assert recorder.first is not None
         for i, (tb, vb) in enumerate(zip(train_batches, val_batches)):
             strategy.begin_step(i)
             strategy.arch_step(tb, vb)
             if i == 0:
                 table.add(METHOD, "architecture gradient, epoch 10", arch_grads(strategy),
-                          recorder.first[0], ref_label)  # fmt: skip
+                          lambda: recorder.first[0], ref_label)  # fmt: skip
                 table.add(METHOD, "architecture step, epoch 10", alphas(strategy),
-                          recorder.first[1], ref_label)  # fmt: skip
+                          lambda: recorder.first[1], ref_label)  # fmt: skip
             strategy.weight_step(tb)
         table.add(METHOD, "alphas after 3 steps", alphas(strategy),
-                  [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
+                  lambda: [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
         table.add(METHOD, "weights after 3 steps (auxiliary ops included)",
-                  trained(F.modules_in_order(net)), trained(F.modules_in_order(model)),
+                  trained(F.modules_in_order(net)), lambda: trained(F.modules_in_order(model)),
                   ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype after 3 steps", F.our_genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
     cfg = F.compose(["experiment=darts_minus_darts_cifar10"])
     dm = cfg.components.darts_minus
@@ -380,7 +393,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "decay_max_epoch": t_max,
             "decay_stop_epoch": dm.t_stop if dm.t_stop is not None else t_max,
         },
-        {
+        lambda: {
             **defaults,
             "space (run script: s3; ours the DARTS space, s5)": "s5",
             "drop_path_prob (our search has no drop path)": defaults["drop_path_prob"],

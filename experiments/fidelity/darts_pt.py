@@ -39,6 +39,10 @@ the accuracy criterion (the paper's) and the loss criterion; and the settings of
 The reference scores accuracy in percent; ours are fractions (x 100 here).
 
     python experiments/fidelity/darts_pt.py --reference-root darts_pt=~/src/darts-pt
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/darts_pt.pt`` (``--record`` with the checkout writes them); ours runs
+the same either way (the reference is fed our weights, alphas, batches and edge / node order).
 """
 
 from __future__ import annotations
@@ -261,50 +265,61 @@ class _Choice:
         return [self.answer]
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["darts_pt"]
-    ref_label = F.label(REFERENCES["darts_pt"], root)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("darts_pt")  # else the reference's values come from its recording
+    ref_label = refs.label("darts_pt")
     batches = F.batches(1, size=16, hw=8, seed=3)
-    script = os.path.join(root, "sota", "cnn", "train_search.py")
-    defaults = F.script_defaults(script)
-    with open(os.path.join(root, "exp_scripts", "darts-proj-sota.sh"), encoding="utf-8") as f:
-        sh = f.read()
-    # the paper's run: --edge_decision random --proj_crit_* $crit (acc) --proj_intv 5
-    sh_args = dict(re.findall(r"--(\w+) ([^\s\\]+)", sh.split("python train_search.py", 1)[1]))
+    defaults: dict[str, Any] = {}
+    sh = ""
+    sh_args: dict[str, str] = {}
+    script = ""
+    if live:
+        root = refs.root("darts_pt")
+        script = os.path.join(root, "sota", "cnn", "train_search.py")
+        defaults = F.script_defaults(script)
+        with open(os.path.join(root, "exp_scripts", "darts-proj-sota.sh"), encoding="utf-8") as f:
+            sh = f.read()
+        # the paper's run: --edge_decision random --proj_crit_* $crit (acc) --proj_intv 5
+        sh_args = dict(re.findall(r"--(\w+) ([^\s\\]+)", sh.split("python train_search.py", 1)[1]))
 
-    with F.reference_imports(root, os.path.join("sota", "cnn"), [""]), F.float64():
+    with refs.imports("darts_pt", os.path.join("sota", "cnn"), [""]), F.float64():
         import logging
 
-        import nasbench201.utils as ig_utils  # type: ignore[import-not-found]
-        from sota.cnn import projection  # type: ignore[import-not-found]
-        from sota.cnn.model_search_darts_proj import (  # type: ignore[import-not-found]
-            DartsNetworkProj,
-        )
-        from sota.cnn.spaces import spaces_dict  # type: ignore[import-not-found]
+        if live:
+            import nasbench201.utils as ig_utils  # type: ignore[import-not-found]
+            from sota.cnn import projection  # type: ignore[import-not-found]
+            from sota.cnn.model_search_darts_proj import (  # type: ignore[import-not-found]
+                DartsNetworkProj,
+            )
+            from sota.cnn.spaces import spaces_dict  # type: ignore[import-not-found]
 
-        choice = _Choice()
-        projection.np = SimpleNamespace(random=choice)  # this module's copy only
-        logging.disable(logging.INFO)
+            choice = _Choice()
+            projection.np = SimpleNamespace(random=choice)  # this module's copy only
+            logging.disable(logging.INFO)
         for criterion in ("acc", "loss"):
-            args = SimpleNamespace(**defaults)
-            args.edge_decision = "random"
-            args.proj_crit = {"normal": criterion, "reduce": criterion}
-            namespace = {"args": args, "torch": torch, "ig_utils": ig_utils, "logging": logging}
-            infer = F.load_function(script, "infer", namespace)
-            recorded: list[tuple[float, float]] = []
-
-            def recording_infer(*a: Any, infer: Any = infer, recorded: list = recorded, **k: Any):
-                out = infer(*a, **k)
-                recorded.append((float(out[0]), float(out[1])))
-                return out
-
             strategy, net = ours(seed=0)
-            model = DartsNetworkProj(C, CLASSES, LAYERS, nn.CrossEntropyLoss(),
-                                     spaces_dict["s5"], args).double()  # fmt: skip
-            F.copy_weights(net, model)
-            with torch.no_grad():
-                model.alphas_normal.copy_(strategy.arch_params["normal"])
-                model.alphas_reduce.copy_(strategy.arch_params["reduce"])
+            model: Any = None
+            if live:
+                args = SimpleNamespace(**defaults)
+                args.edge_decision = "random"
+                args.proj_crit = {"normal": criterion, "reduce": criterion}
+                namespace = {"args": args, "torch": torch, "ig_utils": ig_utils,
+                             "logging": logging}  # fmt: skip
+                infer = F.load_function(script, "infer", namespace)
+                recorded: list[tuple[float, float]] = []
+
+                def recording_infer(*a: Any, infer: Any = infer, recorded: list = recorded,
+                                    **k: Any):  # fmt: skip
+                    out = infer(*a, **k)
+                    recorded.append((float(out[0]), float(out[1])))
+                    return out
+
+                model = DartsNetworkProj(C, CLASSES, LAYERS, nn.CrossEntropyLoss(),
+                                         spaces_dict["s5"], args).double()  # fmt: skip
+                F.copy_weights(net, model)
+                with torch.no_grad():
+                    model.alphas_normal.copy_(strategy.arch_params["normal"])
+                    model.alphas_reduce.copy_(strategy.arch_params["reduce"])
 
             ctx = Context(batches)
             genotype = selector(criterion).select(strategy, context=ctx)
@@ -314,15 +329,23 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             chosen: tuple[list[Any], list[Any]] = ([], [])
             for d in decisions:
                 ct = d["cell_type"]
+                if d["kind"] == "op":
+                    op_scores[0].append([[100 * a for a in d["acc"]], d["loss"]])
+                    chosen[0].append((ct, d["edge"], d["chosen"]))
+                else:
+                    ours_rounds = [[[100 * a for a in r["acc"]], r["loss"]] for r in d["rounds"]]
+                    edge_scores[0].append(ours_rounds)
+                    chosen[0].append((ct, d["node"], list(d["kept"])))
+                if not live:
+                    continue
+                # the reference, fed our edge / node, on the same batches
                 recorded.clear()
                 if d["kind"] == "op":
                     eid, opid = projection.project_op(
                         model, batches, args, recording_infer, cell_type=ct, selected_eid=d["edge"]
                     )
                     model.project_op(eid, opid, cell_type=ct)
-                    op_scores[0].append([[100 * a for a in d["acc"]], d["loss"]])
                     op_scores[1].append([[r[0] for r in recorded], [r[1] for r in recorded]])
-                    chosen[0].append((ct, d["edge"], d["chosen"]))
                     names = model.op_names[PRIMITIVES_KEY[ct]][eid]
                     chosen[1].append((ct, int(eid), names[opid]))
                 else:
@@ -330,30 +353,32 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                     nid, eids = projection.project_edge(model, batches, args, recording_infer,
                                                         cell_type=ct)  # fmt: skip
                     model.project_edge(nid, eids, cell_type=ct)
-                    ours_rounds = [[[100 * a for a in r["acc"]], r["loss"]] for r in d["rounds"]]
-                    edge_scores[0].append(ours_rounds)
                     it = iter(recorded)
                     edge_scores[1].append([
                         list(map(list, zip(*[next(it) for _ in r["edges"]])))
                         for r in d["rounds"]
                     ])  # fmt: skip
-                    chosen[0].append((ct, d["node"], list(d["kept"])))
                     chosen[1].append((ct, int(nid) + 3, [int(e) for e in eids]))
             table.add(METHOD, f"{criterion}: every op score (accuracy %, loss), 28 edges",
-                      op_scores[0], op_scores[1], ref_label)  # fmt: skip
+                      op_scores[0], lambda: op_scores[1], ref_label)  # fmt: skip
             table.add(METHOD, f"{criterion}: every edge score (accuracy %, loss), 6 nodes",
-                      edge_scores[0], edge_scores[1], ref_label)  # fmt: skip
+                      edge_scores[0], lambda: edge_scores[1], ref_label)  # fmt: skip
             table.add_equal(METHOD, f"{criterion}: op chosen per edge, edges kept per node",
-                            chosen[0], chosen[1], ref_label)  # fmt: skip
-            g = model.genotype()
+                            chosen[0], lambda: chosen[1], ref_label)  # fmt: skip
             table.add_equal(METHOD, f"{criterion}: genotype after the full projection",
                             [list(genotype.normal), list(genotype.reduce)],
-                            [[tuple(p) for p in g.normal], [tuple(p) for p in g.reduce]],
+                            lambda: [[tuple(p) for p in model.genotype().normal],
+                                     [tuple(p) for p in model.genotype().reduce]],
                             ref_label)  # fmt: skip
-        logging.disable(logging.NOTSET)
+        if live:
+            logging.disable(logging.NOTSET)
 
     cfg = F.compose(["experiment=pt_darts_cifar10"])
     sel = cfg.selection
+
+    def crit() -> str:
+        return re.search(r"crit=\$\{crit:-'(\w+)'\}", sh).group(1)  # type: ignore[union-attr]
+
     F.add_settings(
         table,
         METHOD,
@@ -372,7 +397,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "proj_crit_reduce": sel.criterion,
             "tuning lr constant (its scheduler is never stepped)": sel.tune_lr_schedule,
         },
-        {
+        lambda: {
             "space (--search_space)": defaults["search_space"]
             if sh_args.get("search_space", "$space") == "$space"
             else sh_args["search_space"],
@@ -387,17 +412,17 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "init_channels": defaults["init_channels"],
             "layers": defaults["layers"],
             "proj_intv (the script's)": int(sh_args["proj_intv"]),
-            "proj_crit_normal": re.search(r"crit=\$\{crit:-'(\w+)'\}", sh).group(1),  # type: ignore[union-attr]
-            "proj_crit_reduce": re.search(r"crit=\$\{crit:-'(\w+)'\}", sh).group(1),  # type: ignore[union-attr]
+            "proj_crit_normal": crit(),
+            "proj_crit_reduce": crit(),
             "tuning lr constant (its scheduler is never stepped)": "constant",
         },
         ref_label,
     )
     table.add(METHOD, "setting: tuning lr (reset_optimizer: learning_rate / 10)",
-              cfg.optimizer.lr * sel.tune_lr_factor, defaults["learning_rate"] / 10,
+              cfg.optimizer.lr * sel.tune_lr_factor, lambda: defaults["learning_rate"] / 10,
               ref_label)  # fmt: skip
     table.add_equal(METHOD, "setting: edge_decision (the script's: random)",
-                    "random", sh_args["edge_decision"], ref_label)  # fmt: skip
+                    "random", lambda: sh_args["edge_decision"], ref_label)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -61,6 +61,10 @@ Dirichlet draw before the mask, the sample, the pathwise gradient (through the t
 concentration) and the KL term depended on it (rows "stage change" and after: 1e-1 and more).
 
     python experiments/fidelity/drnas.py --reference-root drnas=~/src/DrNAS
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/drnas.pt`` (``--record`` with the checkout writes them); ours runs the
+same either way (its own draws, Net2Wider maps and stage-1 ``K`` / keep).
 """
 
 from __future__ import annotations
@@ -140,9 +144,9 @@ def arch_grads(strategy: Any) -> list[torch.Tensor]:
 
 
 class Draws:
-    """``torch._sample_dirichlet`` wrapped: ``recording()`` keeps ours' draws row by row;
-    ``replaying()`` answers the reference's calls (one per edge row) with them, in order,
-    and keeps the concentrations asked for beside ours."""
+    """``torch._sample_dirichlet`` wrapped: ``recording()`` keeps ours' draws row by row (and
+    ours' concentrations, ``ours``); ``replaying()`` answers the reference's calls (one per edge
+    row) with them, in order, and keeps the concentrations it asked for (``theirs``)."""
 
     def __init__(self) -> None:
         self.rows: deque[tuple[torch.Tensor, torch.Tensor]] = deque()
@@ -154,13 +158,13 @@ class Draws:
         n = conc.shape[-1]
         for c, s in zip(conc.detach().reshape(-1, n), x.detach().reshape(-1, n)):
             self.rows.append((c.clone(), s.clone()))
+            self.ours.append(c.clone())
         return x
 
     def _replay(self, conc: torch.Tensor, generator: Any = None) -> torch.Tensor:
         if not self.rows:
             raise SystemExit("Draws: the reference drew more Dirichlet samples than ours")
         rows = [self.rows.popleft() for _ in range(conc.numel() // conc.shape[-1])]
-        self.ours.extend(c for c, _ in rows)
         self.theirs.extend(conc.detach().reshape(-1, conc.shape[-1]).clone())
         return torch.stack([s for _, s in rows]).reshape(conc.shape)
 
@@ -479,25 +483,28 @@ def _wider_with(
                 del op.wider
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["drnas"]
-    ref_label = F.label(REFERENCES["drnas"], root)
-    _compare_darts_space(table, root, ref_label)
-    _compare_nb201(table, root, ref_label)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("drnas")  # else the reference's values come from its recording
+    ref_label = refs.label("drnas")
+    _compare_darts_space(table, refs, live, ref_label)
+    _compare_nb201(table, refs, live, ref_label)
 
 
-def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
+def _compare_darts_space(table: F.Table, refs: F.Refs, live: bool, ref_label: str) -> None:
     train_batches, val_batches = F.batches(5, seed=1), F.batches(5, seed=2)
-    with F.reference_imports(root, "DARTS-space", ["DARTS-space", ""]), F.float64():
-        import net2wider  # type: ignore[import-not-found]
-        from architect import Architect  # type: ignore[import-not-found]
-        from model_search import MixedOp, Network  # type: ignore[import-not-found]
+    with refs.imports("drnas", "DARTS-space", ["DARTS-space", ""]), F.float64():
+        if live:
+            import net2wider  # type: ignore[import-not-found]
+            from architect import Architect  # type: ignore[import-not-found]
+            from model_search import MixedOp, Network  # type: ignore[import-not-found]
 
-        defaults = F.script_defaults("train_search.py")
-        body = _main_assignments("train_search.py")
+            defaults = F.script_defaults("train_search.py")
+            body = _main_assignments("train_search.py")
         criterion = nn.CrossEntropyLoss()
 
         def reference(strategy: Any, net: nn.Module, reg_type: str, reg_scale: float):
+            if not live:
+                return None, None, None, None
             args = SimpleNamespace(**{**defaults, "reg_type": reg_type, "reg_scale": reg_scale})
             model = Network(
                 C, CLASSES, LAYERS, criterion, k=K, reg_type=reg_type, reg_scale=reg_scale
@@ -537,23 +544,29 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
             strategy.begin_step(100 + i)
             with draws.recording():
                 strategy.arch_step(tb, vb)
-            with draws.replaying():
-                architect.step(*tb, *vb, args.learning_rate, optimizer, unrolled=False)
+            if live:
+                with draws.replaying():
+                    architect.step(*tb, *vb, args.learning_rate, optimizer, unrolled=False)
             if first:
                 table.add(
                     METHOD,
                     f"{tag}: architecture gradient",
                     arch_grads(strategy),
-                    grads(model),
+                    lambda: grads(model),
                     ref_label,
                 )
                 table.add(
-                    METHOD, f"{tag}: architecture step", betas(strategy), alphas(model), ref_label
+                    METHOD,
+                    f"{tag}: architecture step",
+                    betas(strategy),
+                    lambda: alphas(model),
+                    ref_label,
                 )
             with draws.recording():
                 strategy.weight_step(tb)
-            with draws.replaying():
-                ref_weight_step(model, optimizer, architect, args, tb)
+            if live:
+                with draws.replaying():
+                    ref_weight_step(model, optimizer, architect, args, tb)
 
         # the forward at one sample, and the genotype
         strategy, net, cfg = ours("drnas_darts_cifar10")
@@ -562,20 +575,22 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
         strategy.begin_step(1)
         with draws.recording(), torch.no_grad():
             ours_logits = net(x, strategy.arch_weights(sample=True))
-        with draws.replaying(), torch.no_grad():
-            ref_logits = model(x)
+        ref_logits = None
+        if live:
+            with draws.replaying(), torch.no_grad():
+                ref_logits = model(x)
         table.add(
             METHOD,
             f"DARTS space K={K}: forward at one Dirichlet sample",
             ours_logits,
-            ref_logits,
+            lambda: ref_logits,
             ref_label,
         )
         table.add_equal(
             METHOD,
             "DARTS space: genotype (Network.genotype)",
             F.our_genotype(strategy),
-            F.reference_genotype(model),
+            lambda: F.reference_genotype(model),
             ref_label,
         )
 
@@ -588,54 +603,65 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
             METHOD,
             f"DARTS space K={K}: beta after 3 steps",
             betas(strategy),
-            alphas(model),
+            lambda: alphas(model),
             ref_label,
         )
         table.add(
             METHOD,
             f"DARTS space K={K}: weights after 3 steps",
             F.trained(net),
-            F.trained(model),
+            lambda: F.trained(model),
             ref_label,
         )
 
-        k2, keep2 = body["ks"][1], body["num_keeps"][1]
+        # the stage change: ours enters its stage 1; the reference prunes and widens to its
+        # main()'s second ks / num_keeps (the settings rows compare them with ours)
+        stage2 = cfg.search.stages[1]
+        k2, keep2 = stage2.partial_channels, stage2.keep
         maps = _our_widening(strategy, 1)
-        model.pruning(keep2)
-        _wider_with(model, MixedOp, maps, k2)
-        with _old_state_dict(optimizer), contextlib.redirect_stdout(io.StringIO()):
-            optimizer = net2wider.configure_optimizer(
-                optimizer,
-                torch.optim.SGD(
-                    model.parameters(),
-                    args.learning_rate,
-                    momentum=args.momentum,
-                    weight_decay=args.weight_decay,
-                ),
-            )
+        if live:
+            model.pruning(body["num_keeps"][1])
+            _wider_with(model, MixedOp, maps, body["ks"][1])
+            with _old_state_dict(optimizer), contextlib.redirect_stdout(io.StringIO()):
+                optimizer = net2wider.configure_optimizer(
+                    optimizer,
+                    torch.optim.SGD(
+                        model.parameters(),
+                        args.learning_rate,
+                        momentum=args.momentum,
+                        weight_decay=args.weight_decay,
+                    ),
+                )
         table.add_equal(
             METHOD,
             f"stage change: masks (model.pruning({keep2}))",
             [net.op_mask(ct).tolist() for ct in ("normal", "reduce")],
-            [model.mask_normal.tolist(), model.mask_reduce.tolist()],
+            lambda: [model.mask_normal.tolist(), model.mask_reduce.tolist()],
             ref_label,
         )
         table.add(
-            METHOD, "stage change: beta after pruning", betas(strategy), alphas(model), ref_label
+            METHOD,
+            "stage change: beta after pruning",
+            betas(strategy),
+            lambda: alphas(model),
+            ref_label,
         )
         table.add(
             METHOD,
             f"stage change: weights widened to K={k2}",
             F.trained(net),
-            F.trained(model),
+            lambda: F.trained(model),
             ref_label,
         )
         momentum_ours = [
             optimizer_state(strategy.ctx.weight_optimizer, p) for p in _trained_params(net)
         ]
-        momentum_ref = [optimizer_state(optimizer, p) for p in _trained_params(model)]
         table.add(
-            METHOD, "stage change: momentum buffers widened", momentum_ours, momentum_ref, ref_label
+            METHOD,
+            "stage change: momentum buffers widened",
+            momentum_ours,
+            lambda: [optimizer_state(optimizer, p) for p in _trained_params(model)],
+            ref_label,
         )
         for i, (tb, vb) in enumerate(zip(train_batches[3:], val_batches[3:])):
             step(
@@ -654,21 +680,21 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
             METHOD,
             "after the stage change: beta after 2 steps",
             betas(strategy),
-            alphas(model),
+            lambda: alphas(model),
             ref_label,
         )
         table.add(
             METHOD,
             "after the stage change: weights after 2 steps",
             F.trained(net),
-            F.trained(model),
+            lambda: F.trained(model),
             ref_label,
         )
         table.add(
             METHOD,
             "DARTS space: concentrations at every draw, ours vs asked",
-            draws.ours,
-            draws.theirs,
+            torch.stack(draws.ours),  # one (draws, ops) tensor: a compact recording
+            lambda: torch.stack(draws.theirs),
             ref_label,
         )
 
@@ -690,24 +716,27 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
 
         # the weight learning rate of every epoch: train_search.py's loop (a fresh SGD and
         # configure_scheduler at the stage change), against optimizer.stage_lr=reference
-        p = nn.Parameter(torch.zeros(1))
-        sgd = torch.optim.SGD([p], args.learning_rate, momentum=args.momentum)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(
-            sgd, float(sum(body["train_epochs"])), eta_min=args.learning_rate_min
-        )
-        ref_lrs = []
-        for i, epochs in enumerate(body["train_epochs"]):
-            for _ in range(epochs):
-                ref_lrs.append(sgd.param_groups[0]["lr"])
-                sgd.step()
-                sched.step()
-            if i < len(body["train_epochs"]) - 1:
-                sgd = torch.optim.SGD([p], args.learning_rate, momentum=args.momentum)
-                fresh = torch.optim.lr_scheduler.CosineAnnealingLR(
-                    sgd, float(sum(body["train_epochs"])), eta_min=args.learning_rate_min
-                )
-                with contextlib.redirect_stdout(io.StringIO()):  # its "scheduler loaded"
-                    sched = net2wider.configure_scheduler(sched, fresh)
+        def ref_lrs() -> list[float]:
+            p = nn.Parameter(torch.zeros(1))
+            sgd = torch.optim.SGD([p], args.learning_rate, momentum=args.momentum)
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(
+                sgd, float(sum(body["train_epochs"])), eta_min=args.learning_rate_min
+            )
+            out = []
+            for i, epochs in enumerate(body["train_epochs"]):
+                for _ in range(epochs):
+                    out.append(sgd.param_groups[0]["lr"])
+                    sgd.step()
+                    sched.step()
+                if i < len(body["train_epochs"]) - 1:
+                    sgd = torch.optim.SGD([p], args.learning_rate, momentum=args.momentum)
+                    fresh = torch.optim.lr_scheduler.CosineAnnealingLR(
+                        sgd, float(sum(body["train_epochs"])), eta_min=args.learning_rate_min
+                    )
+                    with contextlib.redirect_stdout(io.StringIO()):  # its "scheduler loaded"
+                        sched = net2wider.configure_scheduler(sched, fresh)
+            return out
+
         o = cfg.optimizer
         factor = search_lr_factor(
             epochs=cfg.epochs,
@@ -719,7 +748,7 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
         )
         table.add(
             METHOD,
-            "weight lr of epochs 0-49 (optimizer.stage_lr=reference)",
+            f"weight lr of epochs 0-{cfg.epochs - 1} (optimizer.stage_lr=reference)",
             [o.lr * factor(e) for e in range(cfg.epochs)],
             ref_lrs,
             ref_label,
@@ -749,7 +778,7 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
             "DARTS space: architecture from epoch (train)": cfg.search.arch_start_epoch,
             "DARTS space: clip includes beta": cfg.search.clip_arch_with_weights,
         },
-        {
+        lambda: {
             **{f"DARTS space: {k}": v for k, v in defaults.items()},
             "DARTS space: reg_scale (L2: Adam weight decay)": defaults["reg_scale"],
             "DARTS space: k (first stage's K)": defaults["k"],
@@ -763,55 +792,62 @@ def _compare_darts_space(table: F.Table, root: str, ref_label: str) -> None:
     )
 
 
-def _compare_nb201(table: F.Table, root: str, ref_label: str) -> None:
+def _compare_nb201(table: F.Table, refs: F.Refs, live: bool, ref_label: str) -> None:
     train_batches, val_batches = F.batches(3, seed=3), F.batches(3, seed=4)
-    with F.reference_imports(root, "201-space", ["201-space", ""]), F.float64():
-        from architect import Architect  # type: ignore[import-not-found]
-        from cell_operations import NAS_BENCH_201  # type: ignore[import-not-found]
-        from search_model import TinyNetwork  # type: ignore[import-not-found]
-
-        defaults = F.script_defaults("train_search.py")
-        args = SimpleNamespace(**defaults)
+    with refs.imports("drnas", "201-space", ["201-space", ""]), F.float64():
         criterion = nn.CrossEntropyLoss()
         strategy, net, cfg = ours("drnas_nb201")
-        model = TinyNetwork(
-            C=NB_C,
-            N=NB_N,
-            max_nodes=4,
-            num_classes=CLASSES,
-            criterion=criterion,
-            search_space=NAS_BENCH_201,
-            k=args.k,
-            species=args.method,
-            reg_type=args.reg_type,
-            reg_scale=args.reg_scale,
-        ).double()
-        F.copy_weights(net, model)
-        with torch.no_grad():
-            model._arch_parameters.copy_(strategy.arch_params["cell"])
-        optimizer = torch.optim.SGD(
-            model.get_weights(),
-            args.learning_rate,
-            momentum=args.momentum,
-            weight_decay=args.weight_decay,
-        )
-        architect = Architect(model, args)
+        if live:
+            from architect import Architect  # type: ignore[import-not-found]
+            from cell_operations import NAS_BENCH_201  # type: ignore[import-not-found]
+            from search_model import TinyNetwork  # type: ignore[import-not-found]
+
+            defaults = F.script_defaults("train_search.py")
+            args = SimpleNamespace(**defaults)
+            model = TinyNetwork(
+                C=NB_C,
+                N=NB_N,
+                max_nodes=4,
+                num_classes=CLASSES,
+                criterion=criterion,
+                search_space=NAS_BENCH_201,
+                k=args.k,
+                species=args.method,
+                reg_type=args.reg_type,
+                reg_scale=args.reg_scale,
+            ).double()
+            F.copy_weights(net, model)
+            with torch.no_grad():
+                model._arch_parameters.copy_(strategy.arch_params["cell"])
+            optimizer = torch.optim.SGD(
+                model.get_weights(),
+                args.learning_rate,
+                momentum=args.momentum,
+                weight_decay=args.weight_decay,
+            )
+            architect = Architect(model, args)
         draws = Draws()
 
         x = val_batches[0][0]
         strategy.begin_step(1)
         with draws.recording(), torch.no_grad():
             ours_logits = net(x, strategy.arch_weights(sample=True))
-        with draws.replaying(), torch.no_grad():
-            ref_logits = model(x)
+        ref_logits = None
+        if live:
+            with draws.replaying(), torch.no_grad():
+                ref_logits = model(x)
         table.add(
-            METHOD, "NB201: forward at one Dirichlet sample", ours_logits, ref_logits, ref_label
+            METHOD,
+            "NB201: forward at one Dirichlet sample",
+            ours_logits,
+            lambda: ref_logits,
+            ref_label,
         )
         table.add_equal(
             METHOD,
             "NB201: genotype (TinyNetwork.genotype)",
             [list(n) for n in derived_genotype(strategy).nodes],
-            [list(n) for n in model.genotype().nodes],
+            lambda: [list(n) for n in model.genotype().nodes],
             ref_label,
         )
 
@@ -819,52 +855,67 @@ def _compare_nb201(table: F.Table, root: str, ref_label: str) -> None:
             strategy.begin_step(200 + i)
             with draws.recording():
                 strategy.arch_step(tb, vb)
-            with draws.replaying():
-                architect.step(*tb, *vb, args.learning_rate, optimizer, unrolled=args.unrolled)
+            if live:
+                with draws.replaying():
+                    architect.step(*tb, *vb, args.learning_rate, optimizer, unrolled=args.unrolled)
             if i == 0:
                 table.add(
                     METHOD,
                     "NB201: architecture gradient",
                     arch_grads(strategy),
-                    [model._arch_parameters.grad],
+                    lambda: [model._arch_parameters.grad],
                     ref_label,
                 )
                 table.add(
                     METHOD,
                     "NB201: architecture step",
                     betas(strategy),
-                    [model._arch_parameters],
+                    lambda: [model._arch_parameters],
                     ref_label,
                 )
             with draws.recording():
                 strategy.weight_step(tb)
-            with draws.replaying():  # 201-space/train_search.py train(), lines 266-276
-                optimizer.zero_grad()
-                architect.optimizer.zero_grad()
-                loss = criterion(model(tb[0]), tb[1])
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-                optimizer.step()
-                optimizer.zero_grad()
-                architect.optimizer.zero_grad()
+            if live:
+                with draws.replaying():  # 201-space/train_search.py train(), lines 266-276
+                    optimizer.zero_grad()
+                    architect.optimizer.zero_grad()
+                    loss = criterion(model(tb[0]), tb[1])
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    architect.optimizer.zero_grad()
         table.add(
             METHOD,
             "NB201: beta after 3 steps (joint clip)",
             betas(strategy),
-            [model._arch_parameters],
+            lambda: [model._arch_parameters],
             ref_label,
         )
         table.add(
-            METHOD, "NB201: weights after 3 steps (joint clip)", *_common(net, model), ref_label
+            METHOD,
+            "NB201: weights after 3 steps (joint clip)",
+            _trained_but_conv_bias(net),
+            lambda: _trained_but_conv_bias(model),
+            ref_label,
         )
         table.add(
             METHOD,
             "NB201: concentrations at every draw, ours vs asked",
-            draws.ours,
-            draws.theirs,
+            torch.stack(draws.ours),  # one (draws, ops) tensor: a compact recording
+            lambda: torch.stack(draws.theirs),
             ref_label,
         )
-        clips_beta = any(p is model._arch_parameters for p in model.parameters())
+
+        def ref_settings() -> dict[str, Any]:
+            clips_beta = any(p is model._arch_parameters for p in model.parameters())
+            return {
+                **{f"NB201: {k}": v for k, v in defaults.items()},
+                "NB201: reg_scale (L2: Adam weight decay)": defaults["reg_scale"],
+                "NB201: clip includes beta (model.parameters())": clips_beta,
+            }
+
+        settings = ref_settings() if live else {}
 
     F.add_settings(
         table,
@@ -885,11 +936,7 @@ def _compare_nb201(table: F.Table, root: str, ref_label: str) -> None:
             "NB201: k": cfg.search.stages[0].partial_channels,
             "NB201: clip includes beta (model.parameters())": cfg.search.clip_arch_with_weights,
         },
-        {
-            **{f"NB201: {k}": v for k, v in defaults.items()},
-            "NB201: reg_scale (L2: Adam weight decay)": defaults["reg_scale"],
-            "NB201: clip includes beta (model.parameters())": clips_beta,
-        },
+        lambda: settings,
         ref_label,
     )
 
@@ -903,18 +950,18 @@ def _trained_params(module: nn.Module) -> list[torch.Tensor]:
     ]
 
 
-def _common(ours_net: nn.Module, model: nn.Module) -> tuple[list, list]:
-    """The trained tensors both sides have, in module order: our NB201 ``nor_conv`` convs
-    carry a bias (NAS-Bench-201's ``bias=not affine``) that DrNAS's ``201-space`` ReLUConvBN
-    lacks (``bias=False``); before an affine-free BN in training mode it changes nothing."""
-    a, b = [], []
-    for m, r in zip(F.modules_in_order(ours_net), F.modules_in_order(model)):
-        for name in ("weight", "bias"):
-            x, y = getattr(m, name, None), getattr(r, name, None)
-            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-                a.append(x.detach().clone())
-                b.append(y.detach().clone())
-    return a, b
+def _trained_but_conv_bias(module: nn.Module) -> list[torch.Tensor]:
+    """``F.trained`` less the convolutions' biases: our NB201 ``nor_conv`` convs carry one
+    (NAS-Bench-201's ``bias=not affine``) that DrNAS's ``201-space`` ReLUConvBN lacks
+    (``bias=False``); before an affine-free BN in training mode it changes nothing. Each side
+    selects its own tensors (the reference has no convolution bias either)."""
+    return [
+        t.detach().clone()
+        for m in F.modules_in_order(module)
+        for n in ("weight", "bias")
+        if isinstance(t := getattr(m, n, None), torch.Tensor)
+        and not (n == "bias" and isinstance(m, nn.Conv2d))
+    ]
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer, p: torch.Tensor) -> torch.Tensor:

@@ -36,6 +36,10 @@ edge from a node that kept no input (its ``DCOCell`` then fails), our selector d
 (``nas.selection.threshold``); the compared weights avoid that case.
 
     python experiments/fidelity/fair_darts.py --reference-root fair_darts=~/src/FairDARTS
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/fair_darts.pt`` (``--record`` with the checkout writes them); ours runs
+the same either way.
 """
 
 from __future__ import annotations
@@ -232,29 +236,33 @@ class _Draws:
         return iter([item])
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["fair_darts"]
-    ref_label = F.label(REFERENCES["fair_darts"], root)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("fair_darts")  # else the reference's values come from its recording
+    ref_label = refs.label("fair_darts")
     train_batches, val_batches = F.batches(3, seed=1), F.batches(3, seed=2)
 
-    with F.reference_imports(root, "fairdarts", ["fairdarts"]), F.float64():
-        import logging
-        from types import SimpleNamespace
+    with refs.imports("fair_darts", "fairdarts", ["fairdarts"]), F.float64():
+        if live:
+            import logging
+            from types import SimpleNamespace
 
-        import utils  # type: ignore[import-not-found]
-        from architect import Architect  # type: ignore[import-not-found]
-        from model_search import Network  # type: ignore[import-not-found]
-        from separate_loss import ConvSeparateLoss  # type: ignore[import-not-found]
-        from torch.autograd import Variable
+            import utils  # type: ignore[import-not-found]
+            from architect import Architect  # type: ignore[import-not-found]
+            from model_search import Network  # type: ignore[import-not-found]
+            from separate_loss import ConvSeparateLoss  # type: ignore[import-not-found]
+            from torch.autograd import Variable
 
-        defaults = F.script_defaults("train_search.py")
-        args = SimpleNamespace(**defaults)
-        criterion = ConvSeparateLoss(weight=args.aux_loss_weight)
-        train = F.load_function("train_search.py", "train",
-                                {"args": args, "utils": utils, "Variable": Variable, "nn": nn,
-                                 "logging": logging, "torch": torch, "F": TF})  # fmt: skip
+            defaults = F.script_defaults("train_search.py")
+            args = SimpleNamespace(**defaults)
+            criterion = ConvSeparateLoss(weight=args.aux_loss_weight)
+            train = F.load_function("train_search.py", "train",
+                                    {"args": args, "utils": utils, "Variable": Variable,
+                                     "nn": nn, "logging": logging, "torch": torch,
+                                     "F": TF})  # fmt: skip
 
         def reference(strategy: Any, net: nn.Module):
+            if not live:
+                return None, None, None
             model = Network(C, CLASSES, LAYERS, criterion, parse_method=args.parse_method,
                             op_threshold=args.op_threshold).double()  # fmt: skip
             F.copy_weights(net, model)
@@ -270,29 +278,33 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         x = val_batches[0][0]
         with torch.no_grad():
             table.add(METHOD, "forward (sigmoid mixing)",
-                      net(x, strategy.arch_weights(sample=False)), model(x), ref_label)  # fmt: skip
+                      net(x, strategy.arch_weights(sample=False)), lambda: model(x),
+                      ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype (threshold_sparse, 0.85)", genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
         strategy, net, _ = ours()
         model, optimizer, architect = reference(strategy, net)
-        recorder = _Recorder(architect, model)
-        train(train_batches, _Draws(val_batches), model, recorder, criterion, optimizer, None)
-        assert recorder.first is not None
+        if live:
+            recorder = _Recorder(architect, model)
+            train(train_batches, _Draws(val_batches), model, recorder, criterion, optimizer,
+                  None)  # fmt: skip
+            assert recorder.first is not None
         for i, (tb, vb) in enumerate(zip(train_batches, val_batches)):
             strategy.begin_step(i)
             strategy.arch_step(tb, vb)
             if i == 0:
                 table.add(METHOD, "architecture gradient (CE + 10 L_01)", arch_grads(strategy),
-                          recorder.first[0], ref_label)  # fmt: skip
-                table.add(METHOD, "architecture step", alphas(strategy), recorder.first[1],
-                          ref_label)  # fmt: skip
+                          lambda: recorder.first[0], ref_label)  # fmt: skip
+                table.add(METHOD, "architecture step", alphas(strategy),
+                          lambda: recorder.first[1], ref_label)  # fmt: skip
             strategy.weight_step(tb)
         table.add(METHOD, "alphas after 3 steps", alphas(strategy),
-                  [p.detach() for p in model.arch_parameters()], ref_label)  # fmt: skip
-        table.add(METHOD, "weights after 3 steps", trained(net), trained(model), ref_label)
+                  lambda: [p.detach() for p in model.arch_parameters()], ref_label)  # fmt: skip
+        table.add(METHOD, "weights after 3 steps", trained(net), lambda: trained(model),
+                  ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype after 3 steps", genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
     cfg = F.compose(EXPERIMENT)
     fair = cfg.components.fair_darts
@@ -324,7 +336,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "alpha init (torch.zeros)": cfg.search.init_scale,
             "no 'none' op (genotypes.py PRIMITIVES)": fair.drop_none,
         },
-        {
+        lambda: {
             **defaults,
             "arch_lr_gamma (Adam beta1)": defaults["arch_lr_gamma"],
             "aux_loss_weight (w01)": defaults["aux_loss_weight"],

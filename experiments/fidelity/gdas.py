@@ -35,6 +35,10 @@ optimiser is SGD with momentum on both sides: the reference's Nesterov has no co
 our search optimiser (``experiments/gdas/README.md``) and is left out of the rows.
 
     python experiments/fidelity/gdas.py --reference-root gdas=~/src/AutoDL-Projects
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/gdas.pt`` (``--record`` with the checkout writes them); ours runs the
+same either way.
 """
 
 from __future__ import annotations
@@ -275,10 +279,11 @@ def known_answers(table: F.Table) -> None:
 
 
 def _copy_module(ours_m: nn.Module, ref_m: nn.Module) -> None:
-    """Convolutions, batch norms, linear layers in order; a reference bias ours lacks (its
-    ``bias=not affine`` convolutions, each followed by a BN) is set to 0."""
+    """Convolutions, batch norms, linear layers in order, matched by base kind
+    (``F.base_kind``); a reference bias ours lacks (its ``bias=not affine`` convolutions, each
+    followed by a BN) is set to 0."""
     a, b = F.modules_in_order(ours_m), F.modules_in_order(ref_m)
-    if [type(m) for m in a] != [type(m) for m in b]:
+    if [F.base_kind(m) for m in a] != [F.base_kind(m) for m in b]:
         raise SystemExit(f"gdas fidelity: {type(ours_m).__name__} and {type(ref_m).__name__} "
                          "differ in layout")  # fmt: skip
     with torch.no_grad():
@@ -334,90 +339,117 @@ class _Scheduler:
         pass
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["gdas"]
-    ref_label = F.label(REFERENCES["gdas"], root)
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        from xautodl.models.cell_operations import (  # type: ignore[import-not-found]
-            NAS_BENCH_201,
-        )
-        from xautodl.models.cell_searchs.search_model_gdas import (  # type: ignore[import-not-found]
-            TinyNetworkGDAS,
-        )
-        from xautodl.models.cell_searchs.search_model_gdas_nasnet import (  # type: ignore[import-not-found]
-            NASNetworkGDAS,
-        )
-        from xautodl.procedures.optimizers import (  # type: ignore[import-not-found]
-            CosineAnnealingLR,
-        )
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("gdas")  # else the reference's values come from its recording
+    ref_label = refs.label("gdas")
+    with refs.imports("gdas", ".", ["."]), F.float64():
+        classes: dict[str, Any] = {}
+        search_func = None
+        if live:
+            root = refs.root("gdas")
+            from xautodl.models.cell_operations import (  # type: ignore[import-not-found]
+                NAS_BENCH_201,
+            )
+            from xautodl.models.cell_searchs.search_model_gdas import (  # type: ignore[import-not-found]
+                TinyNetworkGDAS,
+            )
+            from xautodl.models.cell_searchs.search_model_gdas_nasnet import (  # type: ignore[import-not-found]
+                NASNetworkGDAS,
+            )
+            from xautodl.procedures.optimizers import (  # type: ignore[import-not-found]
+                CosineAnnealingLR,
+            )
 
-        script = os.path.join(root, "exps", "NAS-Bench-201-algos", "GDAS.py")
-        search_func = F.load_function(script, "search_func", {
-            "torch": torch, "time": __import__("time"), "AverageMeter": _Meter,
-            "obtain_accuracy": lambda *a, **k: (torch.zeros(()), torch.zeros(())),
-            "time_string": lambda: ""})  # fmt: skip
+            classes = {"TinyNetworkGDAS": TinyNetworkGDAS, "NASNetworkGDAS": NASNetworkGDAS,
+                       "NAS_BENCH_201": NAS_BENCH_201}  # fmt: skip
+            script = os.path.join(root, "exps", "NAS-Bench-201-algos", "GDAS.py")
+            search_func = F.load_function(script, "search_func", {
+                "torch": torch, "time": __import__("time"), "AverageMeter": _Meter,
+                "obtain_accuracy": lambda *a, **k: (torch.zeros(()), torch.zeros(())),
+                "time_string": lambda: ""})  # fmt: skip
 
         for space in ("nb201", "darts"):
-            _compare_space(table, space, ref_label, search_func, TinyNetworkGDAS,
-                           NASNetworkGDAS, NAS_BENCH_201)  # fmt: skip
+            _compare_space(table, space, ref_label, live, search_func, classes)
 
         # tau and the learning rate per epoch, as GDAS.py:233-239 sets them (GDAS.sh's
-        # --tau_max 10 --tau_min 0.1, GDAS.config's epochs and warmup)
-        config = _config(root, "configs/nas-benchmark/algos/GDAS.config")
-        total = config["epochs"] + config["warmup"]
-        model = TinyNetworkGDAS(C, 1, 4, CLASSES, NAS_BENCH_201, False, True)
+        # --tau_max 10 --tau_min 0.1, GDAS.config's epochs and warmup); ours over its own
+        # config's epochs
         strategy, _, cfg = ours("nb201")
-        ref_tau, our_tau = [], []
-        for epoch in range(total):
-            model.set_tau(10.0 - (10.0 - 0.1) * epoch / (total - 1))
-            ref_tau.append(model.get_tau())
+        our_tau = []
+        for epoch in range(cfg.epochs):
             strategy.epoch = epoch
             our_tau.append(strategy.tau)
-        table.add(METHOD, "tau of epochs 0-249 (GDAS.py:237-239)", our_tau, ref_tau, ref_label)
-        opt = torch.optim.SGD(model.get_weights(), lr=config["LR"])
-        sched = CosineAnnealingLR(opt, config["warmup"], config["epochs"], config["epochs"],
-                                  config["eta_min"])  # fmt: skip
-        ref_lr = []
-        for epoch in range(total):
-            sched.update(epoch, 0.0)
-            ref_lr.append(opt.param_groups[0]["lr"])
         factor = search_lr_factor(epochs=cfg.epochs, lr=cfg.optimizer.lr,
                                   lr_min=cfg.optimizer.lr_min)  # fmt: skip
-        table.add(METHOD, "weight lr of epochs 0-249 (CosineAnnealingLR)",
-                  [cfg.optimizer.lr * factor(e) for e in range(total)], ref_lr,
-                  ref_label)  # fmt: skip
+        our_lr = [cfg.optimizer.lr * factor(e) for e in range(cfg.epochs)]
 
-    _settings(table, root, ref_label)
+        def ref_schedules() -> tuple[list[float], list[float]]:
+            config = _config(root, "configs/nas-benchmark/algos/GDAS.config")
+            total = config["epochs"] + config["warmup"]
+            model = classes["TinyNetworkGDAS"](C, 1, 4, CLASSES, classes["NAS_BENCH_201"],
+                                               False, True)  # fmt: skip
+            ref_tau = []
+            for epoch in range(total):
+                model.set_tau(10.0 - (10.0 - 0.1) * epoch / (total - 1))
+                ref_tau.append(model.get_tau())
+            opt = torch.optim.SGD(model.get_weights(), lr=config["LR"])
+            sched = CosineAnnealingLR(opt, config["warmup"], config["epochs"], config["epochs"],
+                                      config["eta_min"])  # fmt: skip
+            ref_lr = []
+            for epoch in range(total):
+                sched.update(epoch, 0.0)
+                ref_lr.append(opt.param_groups[0]["lr"])
+            return ref_tau, ref_lr
+
+        schedules: list[tuple[list[float], list[float]]] = []
+
+        def ref_schedule(i: int) -> list[float]:
+            if not schedules:
+                schedules.append(ref_schedules())
+            return schedules[0][i]
+
+        table.add(METHOD, "tau of epochs 0-249 (GDAS.py:237-239)", our_tau,
+                  lambda: ref_schedule(0), ref_label)  # fmt: skip
+        table.add(METHOD, "weight lr of epochs 0-249 (CosineAnnealingLR)", our_lr,
+                  lambda: ref_schedule(1), ref_label)  # fmt: skip
+
+    _settings(table, refs, ref_label)
 
 
-def _compare_space(table, space, ref_label, search_func, TinyNetworkGDAS, NASNetworkGDAS,
-                   NAS_BENCH_201) -> None:  # fmt: skip
+def _compare_space(table: F.Table, space: str, ref_label: str, live: bool, search_func: Any,
+                   classes: dict[str, Any]) -> None:  # fmt: skip
+    """Ours runs whether or not the reference does; the reference (``live``) is fed our
+    weights, our alphas and our recorded draws."""
     tag = "NB201" if space == "nb201" else "DARTS space"
     strategy, net, cfg = ours(space, epoch=40)
-    if space == "nb201":
-        model = TinyNetworkGDAS(C, 1, 4, CLASSES, NAS_BENCH_201, False, True).double()
-        _copy_module(net, model)
-        order = None
-        ref_alphas = [model.arch_parameters]
-    else:
-        model = NASNetworkGDAS(C, cfg.space.layers // 3, 4, 4, 3, CLASSES,
-                               list(REF_NAMES.values()), False, True).double()  # fmt: skip
-        _copy_darts(net, model)
-        order = _darts_order(net)
-        ref_alphas = [model.arch_normal_parameters, model.arch_reduce_parameters]
+    order = None if space == "nb201" else _darts_order(net)
+    model: Any = None
+    ref_alphas: list[torch.Tensor] = []
+    if live:
+        if space == "nb201":
+            model = classes["TinyNetworkGDAS"](C, 1, 4, CLASSES, classes["NAS_BENCH_201"],
+                                               False, True).double()  # fmt: skip
+            _copy_module(net, model)
+            ref_alphas = [model.arch_parameters]
+        else:
+            space_ops = list(REF_NAMES.values())
+            model = classes["NASNetworkGDAS"](C, cfg.space.layers // 3, 4, 4, 3, CLASSES,
+                                              space_ops, False, True).double()  # fmt: skip
+            _copy_darts(net, model)
+            ref_alphas = [model.arch_normal_parameters, model.arch_reduce_parameters]
+        with torch.no_grad():
+            for r, a in zip(ref_alphas, alphas(strategy)):
+                if order is None:
+                    r.copy_(a)
+                else:
+                    r[:, order] = a
+        model.set_tau(10.0 - (10.0 - 0.1) * 40 / (EPOCHS - 1))  # GDAS.py:237-239, epoch 40
+        model.train()
+    net.train()
 
     def ref_view(ts: list[torch.Tensor]) -> list[torch.Tensor]:
         """The reference's tensors in our op order."""
         return [t.detach()[:, order] if order is not None else t.detach().clone() for t in ts]
-
-    with torch.no_grad():
-        for r, a in zip(ref_alphas, alphas(strategy)):
-            if order is None:
-                r.copy_(a)
-            else:
-                r[:, order] = a
-    model.set_tau(strategy.tau)
-    net.train(), model.train()
 
     # forward on one sample
     x = F.batches(1, seed=7)[0][0]
@@ -425,10 +457,12 @@ def _compare_space(table, space, ref_label, search_func, TinyNetworkGDAS, NASNet
     strategy.begin_step(100)
     with recording(draws):
         logits = net(x, strategy.arch_weights(sample=True))
-    with replaying(draws, order):
-        _, ref_logits = model(x)
-    table.add(METHOD, f"{tag}: forward (hard sample, tau={strategy.tau:g})", logits, ref_logits,
-              ref_label)  # fmt: skip
+    ref_logits = None
+    if live:
+        with replaying(draws, order):
+            _, ref_logits = model(x)
+    table.add(METHOD, f"{tag}: forward (hard sample, tau of epoch 40)", logits,
+              lambda: ref_logits, ref_label)  # fmt: skip
 
     # three whole steps: ours (recording its draws), then the reference's search_func on the
     # same batches (replaying them); its a-optimizer's step records alpha's .grad before Adam
@@ -440,73 +474,89 @@ def _compare_space(table, space, ref_label, search_func, TinyNetworkGDAS, NASNet
             strategy.begin_step(i)
             strategy.step(tb, vb)
             ours_grads.append(arch_grads(strategy))
-    w_optimizer = torch.optim.SGD(model.get_weights(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
-    a_optimizer = torch.optim.Adam(model.get_alphas(), lr=3e-4, betas=(0.5, 0.999),
-                                   weight_decay=1e-3)  # fmt: skip
     ref_grads: list[list[torch.Tensor]] = []
-    adam_step = a_optimizer.step
+    if live:
+        w_optimizer = torch.optim.SGD(model.get_weights(), lr=LR, momentum=MOMENTUM,
+                                      weight_decay=WD)  # fmt: skip
+        a_optimizer = torch.optim.Adam(model.get_alphas(), lr=3e-4, betas=(0.5, 0.999),
+                                       weight_decay=1e-3)  # fmt: skip
+        adam_step = a_optimizer.step
 
-    def recorded_step(*args: Any, **kwargs: Any) -> Any:
-        ref_grads.append(ref_view([p.grad for p in ref_alphas]))
-        return adam_step(*args, **kwargs)
+        def recorded_step(*args: Any, **kwargs: Any) -> Any:
+            ref_grads.append(ref_view([p.grad for p in ref_alphas]))
+            return adam_step(*args, **kwargs)
 
-    a_optimizer.step = recorded_step  # type: ignore[method-assign]
-    loader = [(tb[0], tb[1], vb[0], vb[1]) for tb, vb in zip(train, val)]
-    with replaying(draws, order):
-        search_func(loader, model, nn.CrossEntropyLoss(), _Scheduler(), w_optimizer,
-                    a_optimizer, "000-250", 100, _Logger())  # fmt: skip
-    table.add(METHOD, f"{tag}: architecture gradient, step 1", ours_grads[0], ref_grads[0],
-              ref_label)  # fmt: skip
+        a_optimizer.step = recorded_step  # type: ignore[method-assign]
+        loader = [(tb[0], tb[1], vb[0], vb[1]) for tb, vb in zip(train, val)]
+        with replaying(draws, order):
+            search_func(loader, model, nn.CrossEntropyLoss(), _Scheduler(), w_optimizer,
+                        a_optimizer, "000-250", 100, _Logger())  # fmt: skip
+    table.add(METHOD, f"{tag}: architecture gradient, step 1", ours_grads[0],
+              lambda: ref_grads[0], ref_label)  # fmt: skip
     table.add(METHOD, f"{tag}: architecture gradients, steps 2-3", ours_grads[1:],
-              ref_grads[1:], ref_label)  # fmt: skip
-    table.add(METHOD, f"{tag}: alphas after 3 steps", alphas(strategy), ref_view(ref_alphas),
-              ref_label)  # fmt: skip
+              lambda: ref_grads[1:], ref_label)  # fmt: skip
+    table.add(METHOD, f"{tag}: alphas after 3 steps", alphas(strategy),
+              lambda: ref_view(ref_alphas), ref_label)  # fmt: skip
     if space == "nb201":
-        ours_w, ref_w = F.trained(net), F.trained(model)
+        table.add(METHOD, f"{tag}: weights after 3 steps", F.trained(net),
+                  lambda: F.trained(model), ref_label)  # fmt: skip
     else:  # the reference's op order differs: compare op by op
-        ours_w, ref_w = _darts_trained(net, model)
-    table.add(METHOD, f"{tag}: weights after 3 steps", ours_w, ref_w, ref_label)
+        table.add(METHOD, f"{tag}: weights after 3 steps", _darts_trained(net, None),
+                  lambda: _darts_trained(net, model), ref_label)  # fmt: skip
 
     # derivation
     if space == "nb201":
         g = derived_genotype(strategy)
         ours_geno = [[(op, src) for op, src in node] for node in g.nodes]
-        ref_geno = [list(node) for node in model.genotype().nodes]
+
+        def ref_geno() -> Any:
+            return [list(node) for node in model.genotype().nodes]
     else:
         with torch.no_grad():
             w = strategy.derivation_weights()
         sp = strategy.supernet.space
         ours_geno = [top_pairs(sp.cells[ct], w[ct], strategy.supernet.op_mask(ct), 2)
                      for ct in ("normal", "reduce")]  # fmt: skip
-        rg = model.genotype()
-        ref_geno = [[(OUR_NAMES[op], j) for node in rg[ct] for op, j, _ in node]
+
+        def ref_geno() -> Any:
+            rg = model.genotype()
+            return [[(OUR_NAMES[op], j) for node in rg[ct] for op, j, _ in node]
                     for ct in ("normal", "reduce")]  # fmt: skip
+
     table.add_equal(METHOD, f"{tag}: genotype (genotype())", ours_geno, ref_geno, ref_label)
 
 
-def _darts_trained(net: nn.Module, model: nn.Module) -> tuple[list, list]:
+def _darts_trained(net: nn.Module, model: nn.Module | None) -> list[torch.Tensor]:
+    """The trained tensors of our DARTS-space network op by op (``model`` None), or the
+    reference's matching ones in the same order (its op order differs)."""
     ref_space = list(REF_NAMES.values())
-    pairs = [(net.stem, model.stem), (net.lastact, model.lastact),
-             (net.classifier, model.classifier)]  # fmt: skip
-    for cell, rcell in zip(net.cells, model.cells):
-        pairs += [(cell.preprocess0, rcell.preprocess0), (cell.preprocess1, rcell.preprocess1)]
+
+    def theirs(get: Any) -> Any:
+        return None if model is None else get(model)
+
+    pairs = [(net.stem, theirs(lambda m: m.stem)), (net.lastact, theirs(lambda m: m.lastact)),
+             (net.classifier, theirs(lambda m: m.classifier))]  # fmt: skip
+    for c, cell in enumerate(net.cells):
+        rcell = theirs(lambda m, c=c: m.cells[c])
+        pairs += [(cell.preprocess0, None if rcell is None else rcell.preprocess0),
+                  (cell.preprocess1, None if rcell is None else rcell.preprocess1)]  # fmt: skip
         for node, edges in enumerate(cell.edges_into):
             for e in edges:
-                theirs = rcell.edges[f"{node}<-{cell.edge_src[e]}"]
                 for k, name in enumerate(cell.ops[e].op_names):
-                    pairs.append(
-                        (cell.ops[e].ops[k], theirs._ops[ref_space.index(REF_NAMES[name])])
-                    )
-    a: list[torch.Tensor] = []
-    b: list[torch.Tensor] = []
+                    r = None
+                    if rcell is not None:
+                        edge = rcell.edges[f"{node}<-{cell.edge_src[e]}"]
+                        r = edge._ops[ref_space.index(REF_NAMES[name])]
+                    pairs.append((cell.ops[e].ops[k], r))
+    out: list[torch.Tensor] = []
     for m, r in pairs:
-        for x, y in zip(F.modules_in_order(m), F.modules_in_order(r)):
+        mods = F.modules_in_order(m)
+        rmods = mods if r is None else F.modules_in_order(r)
+        for x, y in zip(mods, rmods):
             for name in ("weight", "bias"):
-                t = getattr(x, name, None)
-                if isinstance(t, torch.Tensor):
-                    a.append(t.detach().clone())
-                    b.append(getattr(y, name).detach().clone())
-    return a, b
+                if isinstance(getattr(x, name, None), torch.Tensor):
+                    out.append(getattr(y, name).detach().clone())
+    return out
 
 
 def _config(root: str, path: str) -> dict[str, Any]:
@@ -530,29 +580,37 @@ def _sh_args(root: str, path: str) -> dict[str, str]:
     }
 
 
-def _settings(table: F.Table, root: str, ref_label: str) -> None:
-    sh = _sh_args(root, "scripts-search/NAS-Bench-201-algos/GDAS.sh")
+def _settings(table: F.Table, refs: F.Refs, ref_label: str) -> None:
     for space, path in (("NB201", "configs/nas-benchmark/algos/GDAS.config"),
                         ("DARTS space",
                          "configs/search-opts/GDAS-NASNet-CIFAR.config")):  # fmt: skip
         cfg = F.compose([EXPERIMENTS["nb201" if space == "NB201" else "darts"]])
-        ref = _config(root, path)
-        theirs = {
-            "epochs": ref["epochs"] + ref["warmup"],
-            "batch_size": ref["batch_size"],
-            "LR": ref["LR"],
-            "eta_min": ref["eta_min"],
-            "momentum": ref["momentum"],
-            "decay": ref["decay"],
-            "scheduler (cos)": ref["scheduler"] == "cos",
-            "tau_max (GDAS.sh)": float(sh["tau_max"]),
-            "tau_min (GDAS.sh)": float(sh["tau_min"]),
-            "arch_learning_rate (GDAS.sh)": float(sh["arch_learning_rate"]),
-            "arch_weight_decay (GDAS.sh)": float(sh["arch_weight_decay"]),
-            "arch betas (GDAS.py:171-176)": [0.5, 0.999],
-            "grad clip (GDAS.py:54)": 5.0,
-            "clip over network.parameters() (GDAS.py:54)": True,
-        }
+
+        def theirs(space: str = space, path: str = path) -> dict[str, Any]:
+            root = refs.root("gdas")
+            sh = _sh_args(root, "scripts-search/NAS-Bench-201-algos/GDAS.sh")
+            ref = _config(root, path)
+            out = {
+                "epochs": ref["epochs"] + ref["warmup"],
+                "batch_size": ref["batch_size"],
+                "LR": ref["LR"],
+                "eta_min": ref["eta_min"],
+                "momentum": ref["momentum"],
+                "decay": ref["decay"],
+                "scheduler (cos)": ref["scheduler"] == "cos",
+                "tau_max (GDAS.sh)": float(sh["tau_max"]),
+                "tau_min (GDAS.sh)": float(sh["tau_min"]),
+                "arch_learning_rate (GDAS.sh)": float(sh["arch_learning_rate"]),
+                "arch_weight_decay (GDAS.sh)": float(sh["arch_weight_decay"]),
+                "arch betas (GDAS.py:171-176)": [0.5, 0.999],
+                "grad clip (GDAS.py:54)": 5.0,
+                "clip over network.parameters() (GDAS.py:54)": True,
+            }
+            if space == "NB201":
+                out["channel (GDAS.sh)"] = int(sh["channel"])
+                out["num_cells (GDAS.sh)"] = int(sh["num_cells"])
+            return {f"{space} {k}": v for k, v in out.items()}
+
         mine = {
             "epochs": cfg.epochs,
             "batch_size": cfg.batch_size,
@@ -570,11 +628,10 @@ def _settings(table: F.Table, root: str, ref_label: str) -> None:
             "clip over network.parameters() (GDAS.py:54)": cfg.search.clip_arch_with_weights,
         }
         if space == "NB201":
-            mine["channel (GDAS.sh)"], theirs["channel (GDAS.sh)"] = cfg.space.C, int(sh["channel"])
+            mine["channel (GDAS.sh)"] = cfg.space.C
             mine["num_cells (GDAS.sh)"] = cfg.space.layers
-            theirs["num_cells (GDAS.sh)"] = int(sh["num_cells"])
-        F.add_settings(table, METHOD, {f"{space} {k}": v for k, v in mine.items()},
-                       {f"{space} {k}": v for k, v in theirs.items()}, ref_label)  # fmt: skip
+        F.add_settings(table, METHOD, {f"{space} {k}": v for k, v in mine.items()}, theirs,
+                       ref_label)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ GDAS's loop (``GDAS.py:40-76``) written out on a copy of the network with the pa
 ``reinmax()`` as the sampler; the settings (package default ``hard=True``; tau passed as given).
 
     python experiments/fidelity/reinmax.py --reference-root reinmax=~/src/reinmax-0.1.0
+
+Without a checkout, the same rows compare ours with the package's values recorded in
+``tests/fidelity/golden/reinmax.pt`` (``--record`` with the unpacked package writes them); ours
+runs the same either way.
 """
 
 from __future__ import annotations
@@ -147,18 +151,12 @@ def known_answers(table: F.Table) -> None:
 # ---------------------------------------------------------------------------- the reference
 
 
-def _label(root: str) -> str:
-    commit = F.commit_of(root)
-    if commit != "unknown":
-        return f"{REFERENCES['reinmax'].repo}@{commit}"
-    return "reinmax 0.1.0 (PyPI)"
-
-
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["reinmax"]
-    ref_label = _label(root)
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        from reinmax.reinmax import reinmax  # type: ignore[import-not-found]
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("reinmax")  # else the reference's values come from its recording
+    ref_label = refs.label("reinmax")
+    with refs.imports("reinmax", ".", ["."]), F.float64():
+        if live:
+            from reinmax.reinmax import reinmax  # type: ignore[import-not-found]
 
         g = torch.Generator().manual_seed(1)
         for k, tau in ((2, 1.0), (5, 0.5), (8, 4.0)):
@@ -167,7 +165,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             up_p = torch.randn(6, k, generator=g, dtype=torch.float64)
             outs = []
             draws: list[torch.Tensor] = []
-            for side in ("ours", "ref"):
+            for side in ("ours", "ref") if live else ("ours",):
                 leaf = theta.clone().requires_grad_(True)
                 if side == "ours":
                     with recording(draws):
@@ -178,17 +176,15 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                 (grad,) = torch.autograd.grad((d * up_d).sum() + (p * up_p).sum(), leaf)
                 outs.append((d.detach(), p.detach(), grad))
             table.add(METHOD, f"K={k}: sample and pi0 (ReinMax_Auto.forward)",
-                      outs[0][:2], outs[1][:2], ref_label)  # fmt: skip
+                      outs[0][:2], lambda: outs[1][:2], ref_label)  # fmt: skip
             table.add(METHOD, f"K={k}, tau={tau:g}: gradient (ReinMax_Auto.backward)",
-                      outs[0][2], outs[1][2], ref_label)  # fmt: skip
+                      outs[0][2], lambda: outs[1][2], ref_label)  # fmt: skip
 
-        # the NB201 search: our strategy vs GDAS's loop with the package's sampler
+        # the NB201 search: our strategy vs GDAS's loop with the package's sampler, on a copy
+        # of our network made before our steps, from our alphas
         strategy, net, _ = ours()
-        model = copy.deepcopy(net)
+        model = copy.deepcopy(net) if live else None
         alpha = strategy.arch_params["cell"].detach().clone().requires_grad_(True)
-        w_opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
-        a_opt = torch.optim.Adam([alpha], lr=3e-4, betas=(0.5, 0.999), weight_decay=1e-3)
-        crit = nn.CrossEntropyLoss()
         train, val = F.batches(3, seed=1), F.batches(3, seed=2)
         ours_grads, ref_grads = [], []
         draws = []
@@ -197,27 +193,31 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                 strategy.begin_step(i)
                 strategy.step(tb, vb)
                 ours_grads.append(strategy.arch_params["cell"].grad.detach().clone())
-        tau = strategy.tau
-        with replaying(draws):
-            for tb, vb in zip(train, val):
-                w_opt.zero_grad()
-                d, _ = reinmax(alpha.detach(), tau)  # the weight step: no architecture grad
-                crit(model(tb[0], {"cell": d}), tb[1]).backward()
-                nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-                w_opt.step()
-                a_opt.zero_grad()
-                d, _ = reinmax(alpha, tau)
-                crit(model(vb[0], {"cell": d}), vb[1]).backward()
-                ref_grads.append(alpha.grad.detach().clone())
-                a_opt.step()
-        table.add(METHOD, "NB201: architecture gradient, step 1", ours_grads[0], ref_grads[0],
-                  ref_label)  # fmt: skip
+        if live:
+            w_opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
+            a_opt = torch.optim.Adam([alpha], lr=3e-4, betas=(0.5, 0.999), weight_decay=1e-3)
+            crit = nn.CrossEntropyLoss()
+            tau = 10.0 - (10.0 - 0.1) * 150 / (EPOCHS - 1)  # GDAS.py:237-239 at ours()'s epoch
+            with replaying(draws):
+                for tb, vb in zip(train, val):
+                    w_opt.zero_grad()
+                    d, _ = reinmax(alpha.detach(), tau)  # the weight step: no architecture grad
+                    crit(model(tb[0], {"cell": d}), tb[1]).backward()
+                    nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+                    w_opt.step()
+                    a_opt.zero_grad()
+                    d, _ = reinmax(alpha, tau)
+                    crit(model(vb[0], {"cell": d}), vb[1]).backward()
+                    ref_grads.append(alpha.grad.detach().clone())
+                    a_opt.step()
+        table.add(METHOD, "NB201: architecture gradient, step 1", ours_grads[0],
+                  lambda: ref_grads[0], ref_label)  # fmt: skip
         table.add(METHOD, "NB201: architecture gradients, steps 2-3", ours_grads[1:],
-                  ref_grads[1:], ref_label)  # fmt: skip
-        table.add(METHOD, "NB201: alphas after 3 steps", strategy.arch_params["cell"], alpha,
-                  ref_label)  # fmt: skip
+                  lambda: ref_grads[1:], ref_label)  # fmt: skip
+        table.add(METHOD, "NB201: alphas after 3 steps", strategy.arch_params["cell"],
+                  lambda: alpha, ref_label)  # fmt: skip
         table.add(METHOD, "NB201: weights after 3 steps", list(net.parameters()),
-                  list(model.parameters()), ref_label)  # fmt: skip
+                  lambda: list(model.parameters()), ref_label)  # fmt: skip
 
     cfg = F.compose(["experiment=reinmax_nb201"])
     scalars = cfg.search.unselected_scalars is not False
@@ -228,8 +228,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "hard (reinmax(hard=True), the package's default)": True,
             "unselected ops as zero-valued scalars (GDAS's NB201 cell)": scalars,
         },
-        {
-            "hard (reinmax(hard=True), the package's default)": _default_hard(root),
+        lambda: {
+            "hard (reinmax(hard=True), the package's default)": _default_hard(refs.root("reinmax")),
             "unselected ops as zero-valued scalars (GDAS's NB201 cell)": True,
         },
         ref_label,

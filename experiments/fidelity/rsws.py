@@ -37,9 +37,14 @@ the PTB wrapper. Its learning rate: ``train_batch`` calls ``scheduler.step()`` b
 epoch's first batch. On the PyTorch of its time (before 1.1) the scheduler's constructor left
 ``last_epoch`` at -1, so epoch e ran at cosine(e), as ours; on current PyTorch the constructor
 takes a step itself and the unchanged code runs one epoch ahead (cosine(e + 1)). The row
-compares its first step with our epoch 1 for that reason.
+compares its first step's lr with our epoch 1's for that reason, and our weight step runs at
+our epoch 1's lr.
 
     python experiments/fidelity/rsws.py --reference-root rsws=~/src/randomNAS_release
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/rsws.pt`` (``--record`` with the checkout writes them); ours runs the
+same either way (the reference is given our draws and a copy of our network).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from __future__ import annotations
 import ast
 import copy
 import os
+import re
 import sys
 from collections import Counter
 from types import SimpleNamespace
@@ -271,15 +277,14 @@ class Discrete(nn.Module):
         return self.net(x, {"normal": self.alphas_normal, "reduce": self.alphas_reduce})
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
+def compare(table: F.Table, refs: F.Refs) -> None:
     import logging
+    import warnings
 
     import numpy as np
 
-    root = roots["rsws"]
-    ref = REFERENCES["rsws"]
-    ref_label = F.label(ref, root)
-    path = os.path.join(root, ref.marker)
+    live = refs.live("rsws")  # else the reference's values come from its recording
+    ref_label = refs.label("rsws")
 
     class Meter:  # DARTS utils.AvgrageMeter
         def __init__(self) -> None:
@@ -297,16 +302,22 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         correct = pred.t().eq(target.reshape(1, -1).expand_as(pred.t()))
         return [correct[:k].reshape(-1).double().sum(0) * (100.0 / target.size(0)) for k in topk]
 
-    utils = SimpleNamespace(AvgrageMeter=Meter, accuracy=accuracy)
-    namespace = {"np": np, "torch": torch, "nn": nn, "logging": logging, "utils": utils,
-                 "Variable": lambda x, **k: x, "genotypes": SimpleNamespace(PRIMITIVES=PRIMITIVES),
-                 "copy": copy, "time": __import__("time")}  # fmt: skip
     logging.disable(logging.INFO)
-    Wrapper = _load_class(path, "DartsWrapper", namespace)
     strategy, net, _ = ours()
-    wrapper = object.__new__(Wrapper)
-    wrapper.model = Discrete(net)
+    wrapper: Any = None
+    if live:
+        path = os.path.join(refs.root("rsws"), REFERENCES["rsws"].marker)
+        utils = SimpleNamespace(AvgrageMeter=Meter, accuracy=accuracy)
+        namespace = {"np": np, "torch": torch, "nn": nn, "logging": logging, "utils": utils,
+                     "Variable": lambda x, **k: x,
+                     "genotypes": SimpleNamespace(PRIMITIVES=PRIMITIVES),
+                     "copy": copy, "time": __import__("time")}  # fmt: skip
+        Wrapper = _load_class(path, "DartsWrapper", namespace)
+        wrapper = object.__new__(Wrapper)
+        wrapper.model = Discrete(net)
 
+    # the reference's op list is DARTS's genotypes.PRIMITIVES (restated above: its
+    # genotypes module is the authors' unpublished fork's), which its wrapper is given
     ops = list(net.space.cells["normal"].edges[0].ops)
     table.add_equal(METHOD, "op list (genotypes.PRIMITIVES, none included)", ops, PRIMITIVES,
                     ref_label)  # fmt: skip
@@ -316,86 +327,114 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
     ours_archs = [sample_arch(net, gen) for _ in range(20)]
     table.add(METHOD, "one-hot weights of 20 of our draws (get_weights_from_arch)",
               [arch_weights_of(a, net.arch_shapes(), "cpu") for a in ours_archs],
-              [dict(zip(("normal", "reduce"), wrapper.get_weights_from_arch(to_reference(net, a))))
-               for a in ours_archs], ref_label)  # fmt: skip
-    np.random.seed(0)
-    ref_archs = [from_reference(net, wrapper.sample_arch()) for _ in range(DRAWS)]
-    ratios, distinct = frequencies(net, ref_archs)
+              lambda: [dict(zip(("normal", "reduce"),
+                                wrapper.get_weights_from_arch(to_reference(net, a))))
+                       for a in ours_archs], ref_label)  # fmt: skip
     ours_ratios, _ = frequencies(net, [sample_arch(net, gen) for _ in range(DRAWS)])
-    table.add(METHOD, f"its sample_arch frequencies / uniform ({DRAWS} draws)", ratios,
-              [1.0] * len(ratios), ref_label, tolerance=FREQ_TOL)  # fmt: skip
+    ratios: list[float] = []
+    distinct: list[float] = []
+    if live:
+        np.random.seed(0)
+        ref_archs = [from_reference(net, wrapper.sample_arch()) for _ in range(DRAWS)]
+        ratios, distinct = frequencies(net, ref_archs)
+    # the uniform frequencies (what ours draws, its known answer) against the reference's
+    table.add(METHOD, f"its sample_arch frequencies / uniform ({DRAWS} draws)",
+              [1.0] * len(ours_ratios), lambda: ratios, ref_label,
+              tolerance=FREQ_TOL)  # fmt: skip
     table.add(METHOD, f"our frequencies / its frequencies ({DRAWS} draws each)", ours_ratios,
-              ratios, ref_label, tolerance=2 * FREQ_TOL)  # fmt: skip
-    table.add_equal(METHOD, "its draws: two distinct inputs per node", min(distinct), 1.0,
-                    ref_label)  # fmt: skip
+              lambda: ratios, ref_label, tolerance=2 * FREQ_TOL)  # fmt: skip
+    table.add_equal(METHOD, "its draws: two distinct inputs per node", 1.0,
+                    lambda: min(distinct), ref_label)  # fmt: skip
 
-    # one train_batch with the architecture our step drew, on a copy of our supernet
+    # one train_batch with the architecture our step drew, on a copy of our supernet; ours at
+    # our cosine of epoch 1, the lr of its first step on current PyTorch (see below)
     batch = F.batches(1, hw=8, seed=4)[0]
-    model = Discrete(copy.deepcopy(net))
     epochs, steps_per_epoch = 100, 5
-    wrapper.model = model
-    wrapper.args = SimpleNamespace(grad_clip=CLIP, report_freq=50)
-    wrapper.optimizer = torch.optim.SGD(model.parameters(), LR, momentum=MOMENTUM,
-                                        weight_decay=WD)  # fmt: skip
-    wrapper.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-        wrapper.optimizer, float(epochs), eta_min=0.001
-    )
-    wrapper.train_queue = [batch] * steps_per_epoch
-    wrapper.train_iter = iter(wrapper.train_queue)
-    wrapper.criterion = nn.CrossEntropyLoss()
-    wrapper.steps = 0
+    model: Any = None
+    if live:
+        model = Discrete(copy.deepcopy(net))
+        wrapper.model = model
+        wrapper.args = SimpleNamespace(grad_clip=CLIP, report_freq=50)
+        wrapper.optimizer = torch.optim.SGD(model.parameters(), LR, momentum=MOMENTUM,
+                                            weight_decay=WD)  # fmt: skip
+        wrapper.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            wrapper.optimizer, float(epochs), eta_min=0.001
+        )
+        wrapper.train_queue = [batch] * steps_per_epoch
+        wrapper.train_iter = iter(wrapper.train_queue)
+        wrapper.criterion = nn.CrossEntropyLoss()
+        wrapper.steps = 0
     arch, w = drawn_step(strategy, batch)
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # its clip_grad_norm, get_lr() and step order
-        wrapper.train_batch(to_reference(net, arch))
-    ref_lr = wrapper.optimizer.param_groups[0]["lr"]
-    # on current PyTorch its first step runs at the lr of epoch 1 (see below); the step itself
-    # is compared at the same lr, the lr on its own row
+    if live:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its clip_grad_norm, get_lr() and step order
+            wrapper.train_batch(to_reference(net, arch))
     table.add(METHOD, "the step's mixing weights (get_weights_from_arch of our draw)",
-              w, [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
-    redo, redo_net, redo_opt = ours()
-    for group in redo_opt.param_groups:
-        group["lr"] = ref_lr
-    redo.strategy_weights = lambda *, sample: {k: v.clone() for k, v in w.items()}
-    redo.begin_step(0)
-    redo.weight_step(batch)
-    table.add(METHOD, "weight step with one drawn architecture (its train_batch, same lr)",
-              params(redo_net), params(model.net), ref_label)  # fmt: skip
+              w, lambda: [model.alphas_normal, model.alphas_reduce], ref_label)  # fmt: skip
     # run on current PyTorch its epoch e is at cosine(e + 1) (the constructor steps once, then
     # train_batch steps before the epoch's first batch); before PyTorch 1.1 the constructor
     # left last_epoch at -1 and epoch e ran at cosine(e), as ours (see the module docstring)
     factor = search_lr_factor(epochs=epochs, lr=LR, lr_min=0.001)
+    redo, redo_net, redo_opt = ours()
+    for group in redo_opt.param_groups:
+        group["lr"] = LR * factor(1)
+    redo.strategy_weights = lambda *, sample: {k: v.clone() for k, v in w.items()}
+    redo.begin_step(0)
+    redo.weight_step(batch)
+    table.add(METHOD, "weight step with one drawn architecture (its train_batch; ours at "
+              "cosine of epoch 1)", params(redo_net), lambda: params(model.net),
+              ref_label)  # fmt: skip
     table.add(METHOD, "lr of its first step = our cosine of epoch 1 (current PyTorch's "
-              "scheduler constructor steps once)", LR * factor(1), ref_lr, ref_label)  # fmt: skip
+              "scheduler constructor steps once)", LR * factor(1),
+              lambda: wrapper.optimizer.param_groups[0]["lr"], ref_label)  # fmt: skip
 
     # evaluate a given architecture with the shared weights (eval mode), whole split
     val = F.batches(2, hw=8, seed=5)
-    wrapper.model = Discrete(net)
-    wrapper.valid_queue = val
-    wrapper.valid_iter = iter(val)
-    wrapper.args = SimpleNamespace(report_freq=50)
     sel = RandomWeightSharingSelection(rounds=1, archs=2, batches_per_arch=1, top_k=0)
     a = ours_archs[1]
     net.eval()
     score = sel._score(strategy, arch_weights_of(a, net.arch_shapes(), "cpu"), iter(val),
                        lambda t: t)  # fmt: skip
-    err = wrapper.evaluate(to_reference(net, a), split="valid")
+    err = None
+    if live:
+        wrapper.model = Discrete(net)
+        wrapper.valid_queue = val
+        wrapper.valid_iter = iter(val)
+        wrapper.args = SimpleNamespace(report_freq=50)
+        err = wrapper.evaluate(to_reference(net, a), split="valid")
     net.train()
-    table.add(METHOD, "evaluate(arch, split='valid'): accuracy %", 100 * score, 1 - err,
-              ref_label)  # fmt: skip
+    table.add(METHOD, "evaluate(arch, split='valid'): accuracy %", 100 * score,
+              lambda: 1 - err, ref_label)  # fmt: skip
     logging.disable(logging.NOTSET)
 
     # settings: random_weight_share.py's argparse and DartsWrapper's args dict
-    defaults = F.script_defaults(os.path.join(root, "searchers", "random_weight_share.py"))
-    with open(path, encoding="utf-8") as f:
-        wrapper_args = dict(
-            (k, ast.literal_eval(v))
-            for k, v in __import__("re").findall(r"args\['(\w+)'\] = ([0-9.e+-]+)\n", f.read())
-        )
     cfg = F.compose(["experiment=rsws_darts_cifar10"])
     B = int(cfg.epochs * 25000 / cfg.batch_size)
+
+    def theirs() -> dict[str, Any]:
+        root = refs.root("rsws")
+        defaults = F.script_defaults(os.path.join(root, "searchers", "random_weight_share.py"))
+        with open(os.path.join(root, REFERENCES["rsws"].marker), encoding="utf-8") as f:
+            wrapper_args = dict(
+                (k, ast.literal_eval(v))
+                for k, v in re.findall(r"args\['(\w+)'\] = ([0-9.e+-]+)\n", f.read())
+            )
+        return {
+            "epochs": defaults["epochs"],
+            "batch_size": defaults["batch_size"],
+            "grad_clip": defaults["grad_clip"],
+            "learning_rate": wrapper_args["learning_rate"],
+            "learning_rate_min": wrapper_args["learning_rate_min"],
+            "momentum": wrapper_args["momentum"],
+            "weight_decay": wrapper_args["weight_decay"],
+            "init_channels": defaults["init_channels"],
+            "layers": wrapper_args["layers"],
+            "architectures per round": 1000,
+            "batches per architecture": 10,
+            "top k re-scored on the whole split": 10,
+            "rounds for B steps: max(1, B // 10000)": max(1, int(B / 10000)),
+        }
+
     F.add_settings(
         table,
         METHOD,
@@ -414,21 +453,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "top k re-scored on the whole split": cfg.selection.top_k,
             "rounds for B steps: max(1, B // 10000)": max(1, B // cfg.selection.steps_per_round),
         },
-        {
-            "epochs": defaults["epochs"],
-            "batch_size": defaults["batch_size"],
-            "grad_clip": defaults["grad_clip"],
-            "learning_rate": wrapper_args["learning_rate"],
-            "learning_rate_min": wrapper_args["learning_rate_min"],
-            "momentum": wrapper_args["momentum"],
-            "weight_decay": wrapper_args["weight_decay"],
-            "init_channels": defaults["init_channels"],
-            "layers": wrapper_args["layers"],
-            "architectures per round": 1000,
-            "batches per architecture": 10,
-            "top k re-scored on the whole split": 10,
-            "rounds for B steps: max(1, B // 10000)": max(1, int(B / 10000)),
-        },
+        theirs,
         ref_label,
     )
 

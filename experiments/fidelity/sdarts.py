@@ -141,6 +141,12 @@ def weight_grads(module: nn.Module) -> list[torch.Tensor]:
     return out
 
 
+def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors flattened into one (a long per-epoch row: one shape to record, not one per
+    tensor)."""
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
 def record(obj: Any, name: str, into: list[Any]) -> None:
     """Wrap the instance's method ``name`` so that each result is appended to ``into``."""
     method = getattr(obj, name)
@@ -365,46 +371,49 @@ def _epsilon_expression(path: str) -> Any:
     raise SystemExit(f"sdarts: no epsilon_alpha = ... in {path}; expected SmoothDARTS's script")
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["sdarts"]
-    ref_label = F.label(REFERENCES["sdarts"], root)
-    script = f"{root}/sota/cnn/train_search.py"
-    defaults = F.script_defaults(script)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("sdarts")  # else the reference's values come from its recording
+    ref_label = refs.label("sdarts")
     factor = search_lr_factor(epochs=EPOCHS, lr=LR, lr_min=LR_MIN, warmup_epochs=0,
                               stage_lr="cosine", stage_starts=[0])  # fmt: skip
 
-    with F.reference_imports(root, "sota/cnn", ["."]), F.float64():
-        import attacker.perturb as perturb  # type: ignore[import-not-found]
-        import optimizers.darts.utils as utils  # type: ignore[import-not-found]
-        from optimizers.darts.architect import Architect  # type: ignore[import-not-found]
-        from sota.cnn.model_search import Network  # type: ignore[import-not-found]
-        from sota.cnn.spaces import spaces_dict  # type: ignore[import-not-found]
+    with refs.imports("sdarts", "sota/cnn", ["."]), F.float64():
+        if live:
+            import logging
 
-        draws = _Draws()
-        perturb.torch = draws  # in memory: the module is dropped on leaving reference_imports
-        args = SimpleNamespace(**{**defaults, "save": "fidelity", "epochs": EPOCHS})
+            import attacker.perturb as perturb  # type: ignore[import-not-found]
+            import optimizers.darts.utils as utils  # type: ignore[import-not-found]
+            from optimizers.darts.architect import Architect  # type: ignore[import-not-found]
+            from sota.cnn.model_search import Network  # type: ignore[import-not-found]
+            from sota.cnn.spaces import spaces_dict  # type: ignore[import-not-found]
+
+            script = f"{refs.root('sdarts')}/sota/cnn/train_search.py"
+            defaults = F.script_defaults(script)
+            draws = _Draws()
+            perturb.torch = draws  # in memory: the module is dropped on leaving the imports
+            args = SimpleNamespace(**{**defaults, "save": "fidelity", "epochs": EPOCHS})
+            namespace = {"utils": utils, "args": args, "nn": nn, "torch": torch,
+                         "logging": logging}  # fmt: skip
+            train = F.load_function(script, "train", namespace)
+            epsilon_of = _epsilon_expression(script)
+            pgd_defaults = inspect.signature(perturb.Linf_PGD_alpha).parameters
         criterion = nn.CrossEntropyLoss()
-        import logging
-
-        train = F.load_function(script, "train", {"utils": utils, "args": args, "nn": nn,
-                                                  "torch": torch, "logging": logging})  # fmt: skip
-        epsilon_of = _epsilon_expression(script)
-        pgd_defaults = inspect.signature(perturb.Linf_PGD_alpha).parameters
 
         def run(kind: str, name: str) -> None:
             strategy, comp, net, opt = ours(kind)
-            model = Network(C, CLASSES, LAYERS, criterion, spaces_dict["s5"]).double()
-            F.copy_weights(net, model)
-            with torch.no_grad():
-                for p, ct in zip(model.arch_parameters(), CELLS):
-                    p.copy_(strategy.arch_params[ct])
-            optimizer = torch.optim.SGD(model.parameters(), LR, momentum=args.momentum,
-                                        weight_decay=args.weight_decay)  # fmt: skip
-            architect = Architect(model, args)
+            if live:
+                model = Network(C, CLASSES, LAYERS, criterion, spaces_dict["s5"]).double()
+                F.copy_weights(net, model)
+                with torch.no_grad():
+                    for p, ct in zip(model.arch_parameters(), CELLS):
+                        p.copy_(strategy.arch_params[ct])
+                optimizer = torch.optim.SGD(model.parameters(), LR, momentum=args.momentum,
+                                            weight_decay=args.weight_decay)  # fmt: skip
+                architect = Architect(model, args)
             if kind == "rs":
                 x = F.batches(1, size=BATCH, hw=HW, seed=9)[0][0]
                 table.add(METHOD, "forward (softmax mixing)",
-                          net(x, strategy.arch_weights(sample=False)), model(x),
+                          net(x, strategy.arch_weights(sample=False)), lambda: model(x),
                           ref_label)  # fmt: skip
 
             # our draws and perturbed weights, the reference's perturbed weights and gradients
@@ -414,31 +423,40 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             record(comp, "perturb", ours_perturbed)
             ref_perturbed: list[list[torch.Tensor]] = []
             ref_arch_grads: list[list[torch.Tensor]] = []
-            attack = perturb.Random_alpha if kind == "rs" else perturb.Linf_PGD_alpha
+            if live:
+                attack = perturb.Random_alpha if kind == "rs" else perturb.Linf_PGD_alpha
 
-            def perturb_alpha(model_: Any, X: Any, y: Any, epsilon: float) -> None:
-                attack(model_, X, y, epsilon)
-                ref_perturbed.append([p.detach().clone() for p in model_.arch_parameters()])
+                def perturb_alpha(model_: Any, X: Any, y: Any, epsilon: float) -> None:
+                    attack(model_, X, y, epsilon)
+                    ref_perturbed.append([p.detach().clone() for p in model_.arch_parameters()])
 
-            step = architect.step
+                step = architect.step
 
-            def architect_step(*a: Any, **kw: Any) -> None:
-                step(*a, **kw)
-                ref_arch_grads.append([p.grad.detach().clone() for p in model.arch_parameters()])
+                def architect_step(*a: Any, **kw: Any) -> None:
+                    step(*a, **kw)
+                    ref_arch_grads.append(
+                        [p.grad.detach().clone() for p in model.arch_parameters()]
+                    )
 
-            architect.step = architect_step
+                architect.step = architect_step
 
-            diffs: dict[str, list[float]] = {}
+            # per quantity, ours and the reference's value at every epoch: one row each
+            mine: dict[str, list[Any]] = {}
+            theirs: dict[str, list[Any]] = {}
 
             def note(quantity: str, a: Any, b: Any) -> None:
-                diffs.setdefault(quantity, []).append(F.max_rel_diff(a, b))
+                """``b``: a function giving the reference's value, called only when live."""
+                mine.setdefault(quantity, []).append(a)
+                if live:
+                    theirs.setdefault(quantity, []).append(b())
 
             zeros = 0
             for epoch in range(EPOCHS):
                 train_batches = F.batches(STEPS, size=BATCH, hw=HW, seed=1000 + epoch)
                 val_batches = F.batches(STEPS, size=BATCH, hw=HW, seed=2000 + epoch)
                 lr = LR * factor(epoch)
-                sync(strategy, net, opt, model, optimizer, architect)  # the same start
+                if live:
+                    sync(strategy, net, opt, model, optimizer, architect)  # the same start
                 # ours, as a run's epoch does it
                 opt.param_groups[0]["lr"] = lr
                 strategy.begin_epoch(epoch)
@@ -452,40 +470,37 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
                     )
                     strategy.weight_step(tb)
                 # the reference: its train() on the same batches, our draws, from our state
-                for param_group in optimizer.param_groups:
-                    param_group["lr"] = lr
-                epsilon = eval(epsilon_of, {"args": args, "epoch": epoch})  # noqa: S307
-                draws.queue = list(noises)
+                if live:
+                    for param_group in optimizer.param_groups:
+                        param_group["lr"] = lr
+                    epsilon = eval(epsilon_of, {"args": args, "epoch": epoch})  # noqa: S307
+                    draws.queue = list(noises)
+                    train(train_batches, _Batches(val_batches), model, architect, criterion,
+                          optimizer, lr, perturb_alpha, epsilon)  # fmt: skip
                 noises.clear()
-                train(train_batches, _Batches(val_batches), model, architect, criterion,
-                      optimizer, lr, perturb_alpha, epsilon)  # fmt: skip
-                note("epsilon (train_search.py:170)", comp.epsilon, epsilon)
+                note("epsilon (train_search.py:170)", comp.epsilon, lambda: epsilon)
                 note("the draws' bounds (-eps, eps)", [-comp.epsilon, comp.epsilon],
-                     list(draws.bounds[-1]))  # fmt: skip
-                mine = [[p[ct] for ct in CELLS] for p in ours_perturbed]
-                zeros += sum(int((t == 0).sum()) for pair in mine for t in pair)
-                note("perturbed weights", mine, ref_perturbed)
-                note("architecture gradient", our_arch_grads, ref_arch_grads)
-                note("weight gradient (clipped, of the weight step)", weight_grads(net),
-                     weight_grads(model))  # fmt: skip
-                note("alphas", alphas(strategy), [p.detach() for p in model.arch_parameters()])
-                note("network (weights, running statistics)", state(net), state(model))
+                     lambda: list(draws.bounds[-1]))  # fmt: skip
+                perturbed = [[p[ct] for ct in CELLS] for p in ours_perturbed]
+                zeros += sum(int((t == 0).sum()) for pair in perturbed for t in pair)
+                note("perturbed weights", perturbed, lambda: list(ref_perturbed))
+                note("architecture gradient", our_arch_grads, lambda: list(ref_arch_grads))
+                note("weight gradient (clipped, of the weight step)", _flat(weight_grads(net)),
+                     lambda: _flat(weight_grads(model)))  # fmt: skip
+                note("alphas", alphas(strategy),
+                     lambda: [p.detach().clone() for p in model.arch_parameters()])  # fmt: skip
+                note("network (weights, running statistics)", _flat(state(net)),
+                     lambda: _flat(state(model)))  # fmt: skip
                 ours_perturbed.clear()
                 ref_perturbed.clear()
                 ref_arch_grads.clear()
-            for quantity, values in diffs.items():
-                table.rows.append(
-                    F.Row(
-                        METHOD,
-                        f"{name}: {quantity}, max over {EPOCHS} epochs",
-                        max(values),
-                        ref_label,
-                    )  # fmt: skip
-                )
+            for quantity, values in mine.items():
+                table.add(METHOD, f"{name}: {quantity}, epochs 0-{EPOCHS - 1}", values,
+                          lambda quantity=quantity: theirs[quantity], ref_label)  # fmt: skip
             print(f"{METHOD} {name}: {zeros} exact zeros among the perturbed weights of "
                   f"{EPOCHS} epochs ({EPOCHS * STEPS * 2 * 14 * 7} entries)")  # fmt: skip
             table.add_equal(METHOD, f"{name}: genotype after {EPOCHS} epochs (Network.genotype)",
-                            F.our_genotype(strategy), F.reference_genotype(model),
+                            F.our_genotype(strategy), lambda: F.reference_genotype(model),
                             ref_label)  # fmt: skip
 
         for kind, name in KINDS.items():
@@ -493,6 +508,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
     for kind, name in KINDS.items():
         cfg = F.compose([f"experiment=sdarts_{kind}_darts_cifar10"])
         comp_cfg = cfg.components[f"sdarts_{kind}"]
+        method = "random" if kind == "rs" else "pgd_linf"
         ours_settings = {
             "epochs": cfg.epochs,
             "batch_size": cfg.batch_size,
@@ -508,30 +524,36 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "unrolled": cfg.search.order == 2,
             "epsilon_alpha (eps at the end of the ramp)": comp_cfg.epsilon_max,
             "search_space (the paper's DARTS space: --search_space s5)": cfg.space.name,
-            "perturb_alpha (the method: --perturb_alpha)": (
-                "random" if kind == "rs" else "pgd_linf"
-            ),
-        }
-        theirs = {
-            **defaults,
-            "epsilon_alpha (eps at the end of the ramp)": defaults["epsilon_alpha"],
-            "search_space (the paper's DARTS space: --search_space s5)": "s5",
-            "perturb_alpha (the method: --perturb_alpha)": (
-                "random" if kind == "rs" else "pgd_linf"
-            ),
+            "perturb_alpha (the method: --perturb_alpha)": method,
         }
         if kind == "adv":
             ours_settings["PGD steps (Linf_PGD_alpha steps=)"] = comp_cfg.steps
             ours_settings["random start (Linf_PGD_alpha random_start=)"] = comp_cfg.random_start
-            theirs["PGD steps (Linf_PGD_alpha steps=)"] = pgd_defaults["steps"].default
-            theirs["random start (Linf_PGD_alpha random_start=)"] = pgd_defaults[
-                "random_start"
-            ].default
-        F.add_settings(table, f"{METHOD}-{name}", ours_settings, theirs, ref_label)
-    print(
-        f"{METHOD}: train_search.py defaults --search_space {defaults['search_space']} "
-        f"--perturb_alpha {defaults['perturb_alpha']}; the experiments run s5 with the method"
-    )
+
+        def their_settings(kind: str = kind, method: str = method) -> dict[str, Any]:
+            out = {
+                **defaults,
+                "epsilon_alpha (eps at the end of the ramp)": defaults["epsilon_alpha"],
+                "search_space (the paper's DARTS space: --search_space s5)": "s5",
+                "perturb_alpha (the method: --perturb_alpha)": method,
+            }
+            if kind == "adv":
+                out["PGD steps (Linf_PGD_alpha steps=)"] = pgd_defaults["steps"].default
+                out["random start (Linf_PGD_alpha random_start=)"] = pgd_defaults[
+                    "random_start"
+                ].default
+            return out
+
+        def prefixed(d: dict[str, Any], name: str = name) -> dict[str, Any]:
+            return {f"{name}: {k}": v for k, v in d.items()}  # one quantity per setting and kind
+
+        F.add_settings(table, f"{METHOD}-{name}", prefixed(ours_settings),
+                       lambda: prefixed(their_settings()), ref_label)  # fmt: skip
+    if live:
+        print(
+            f"{METHOD}: train_search.py defaults --search_space {defaults['search_space']} "
+            f"--perturb_alpha {defaults['perturb_alpha']}; the experiments run s5 with the method"
+        )
 
 
 if __name__ == "__main__":

@@ -37,15 +37,19 @@ from the same seed; and ``score_many``'s shared gradient pass equals each proxy 
 With ``--reference-root zero_cost=PATH`` (github.com/SamsungLabs/zero-cost-nas):
 ``predictive.find_measures_arrays`` / ``find_measures`` on the very module we score (a copy of
 it: two NB201 networks built by ``search_spaces.nb201.TinyNetwork``, our NB201 supernet at
-softmax weights, the 2-layer conv network, and ZC's own ``foresight.models.nasbench2`` network
-of cell A, whose cells have conv biases and affine-free BN), at float64, on the same batch: each
-score and each per-layer (per-weight, per-channel for fisher) array. With ``naswot=PATH``
-(github.com/BayesWatch/nas-without-training): the reference's own hook functions (read out of
-``score_networks.py``, which cannot be imported), its ``get_batch_jacobian`` and
-``scores.hooklogdet`` on the same networks and batch: K and the score. With ``zen=PATH``
+softmax weights, the 2-layer conv network, and ZC's own NB201 network of cell A, whose cells
+have conv biases, affine-free BN and unused ops; it is written out here (``ZCNasBench2``) and a
+row checks its logits against ``foresight.models.nasbench2``'s network carrying its weights),
+at float64, on the same batch: each score and each per-layer (per-weight, per-channel for
+fisher) array. With ``naswot=PATH`` (github.com/BayesWatch/nas-without-training): the
+reference's own hook functions (read out of ``score_networks.py``, which cannot be imported),
+its ``get_batch_jacobian`` and ``scores.hooklogdet`` on the same networks and batch: K and the
+score. With ``zen=PATH``
 (github.com/idstcv/ZenNAS): ``compute_nas_score`` on the same networks from the same seed (the
 same Gaussian weights, inputs and perturbations), averaged score and each repeat. And the
 settings of our proxies and of our zero-cost selector against each reference's defaults.
+Without a checkout, a reference's rows compare ours with its outputs recorded in
+``tests/fidelity/golden/zero_cost.pt`` (``--record``, all three checkouts, rewrites it).
 
 Deliberate differences, set to the reference's side in the comparison or left out of it:
 
@@ -94,6 +98,7 @@ from torch.nn import functional as TF
 from experiments.benchmarks import reference_shims
 from nas.proxies import Scorable, get_proxy, proxy_inputs, score_many
 from nas.proxies.gradients import gradient_pass
+from nas.proxies.naswot import naswot_kernel
 from nas.selection.zero_cost import ZeroCostSelection
 from nas.supernet import build_supernet
 from search_spaces.nb201 import TinyNetwork
@@ -181,6 +186,124 @@ class PreGap(nn.Module):
         for cell in self.net.cells:
             f = cell(f)
         return self.net.lastact(f)
+
+
+class _ZCReLUConvBN(nn.Module):
+    """ZC's ``nasbench2_ops.ReLUConvBN``: ReLU, conv (a bias when the BN is affine-free), BN."""
+
+    def __init__(self, c_in: int, c_out: int, k: int, stride: int, padding: int, affine: bool,
+                 track: bool) -> None:  # fmt: skip
+        super().__init__()
+        self.op = nn.Sequential(
+            nn.ReLU(inplace=False),
+            nn.Conv2d(c_in, c_out, k, stride=stride, padding=padding, bias=not affine),
+            nn.BatchNorm2d(c_out, affine=affine, track_running_stats=track),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.op(x)
+
+
+class _ZCZero(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.mul(0.0)
+
+
+class _ZCIdentity(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+ZC_OPS = ("none", "avg_pool_3x3", "nor_conv_3x3", "nor_conv_1x1", "skip_connect")
+
+
+class _ZCCell(nn.Module):
+    """ZC's ``SearchCell``: every op of every edge built (cell BN affine-free, no running
+    statistics), only the arch's ones applied; a node sums its edges."""
+
+    def __init__(self, c: int, keep: list[bool]) -> None:
+        super().__init__()
+        self.keep = keep
+        self.options = nn.ModuleList()
+        for j in range(3):
+            for _ in range(j + 1):
+                for op in ZC_OPS:
+                    self.options.append(
+                        _ZCZero() if op == "none"
+                        else nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+                        if op == "avg_pool_3x3"
+                        else _ZCReLUConvBN(c, c, 3, 1, 1, False, False) if op == "nor_conv_3x3"
+                        else _ZCReLUConvBN(c, c, 1, 1, 0, False, False) if op == "nor_conv_1x1"
+                        else _ZCIdentity()
+                    )  # fmt: skip
+
+    def forward(self, x: Tensor) -> Tensor:
+        outs, idx = [x], 0
+        for j in range(3):
+            edges = []
+            for i in range(j + 1):
+                for _ in ZC_OPS:
+                    if self.keep[idx]:
+                        edges.append(self.options[idx](outs[i]))
+                    idx += 1
+            outs.append(sum(edges))
+        return outs[-1]
+
+
+class _ZCReduction(nn.Module):
+    """ZC's ``reduction``: residual (2x2 average pool, 1x1 conv) plus two ReLU-conv-BN."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.residual = nn.Sequential(
+            nn.AvgPool2d(kernel_size=2, stride=2, padding=0),
+            nn.Conv2d(c_in, c_out, kernel_size=1, stride=1, padding=0, bias=False),
+        )
+        self.conv_a = _ZCReLUConvBN(c_in, c_out, 3, 2, 1, True, True)
+        self.conv_b = _ZCReLUConvBN(c_out, c_out, 3, 1, 1, True, True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.residual(x) + self.conv_b(self.conv_a(x))
+
+
+class ZCNasBench2(nn.Module):
+    """ZC's own NB201 network (``foresight.models.nasbench2.NAS201Model``, 5 cells a stage),
+    written out here module for module (the same layers in the same order): cells whose convs
+    have biases and whose BN is affine-free without running statistics, and whose unused ops
+    are built (layers without gradient). With the checkout, a row checks it against ZC's own
+    network carrying its weights."""
+
+    def __init__(self, arch: str, c: int, num_classes: int) -> None:
+        super().__init__()
+        nodes = [[e.split("~") for e in node[1:-1].split("|")] for node in arch.split("+")]
+        keep = [
+            [op for op, src in nodes[j] if int(src) == i] == [name]
+            for j in range(3)
+            for i in range(j + 1)
+            for name in ZC_OPS
+        ]
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c))
+        self.stack_cell1 = nn.Sequential(*[_ZCCell(c, keep) for _ in range(5)])
+        self.reduction1 = _ZCReduction(c, 2 * c)
+        self.stack_cell2 = nn.Sequential(*[_ZCCell(2 * c, keep) for _ in range(5)])
+        self.reduction2 = _ZCReduction(2 * c, 4 * c)
+        self.stack_cell3 = nn.Sequential(*[_ZCCell(4 * c, keep) for _ in range(5)])
+        self.lastact = nn.Sequential(nn.BatchNorm2d(4 * c), nn.ReLU(inplace=True))
+        self.global_pooling = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(4 * c, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stack_cell1(self.stem(x))
+        x = self.stack_cell3(self.reduction2(self.stack_cell2(self.reduction1(x))))
+        return self.classifier(self.global_pooling(self.lastact(x)).flatten(1))
+
+
+def zc_network(seed: int = 30) -> Scorable:
+    """``ZCNasBench2`` of cell A, float64, affine BN parameters away from 1 / 0."""
+    torch.manual_seed(seed)
+    net = ZCNasBench2(CELLS["NB201 cell A"], C, CLASSES).double()
+    F.randomise_affine(net, seed)
+    return Scorable(net)
 
 
 def networks(seed: int = 0) -> dict[str, Scorable]:
@@ -436,55 +559,58 @@ def _per_layer_ours(net: Scorable, x: Tensor, y: Tensor) -> dict[str, list[Tenso
     }
 
 
-def compare_zero_cost(table: F.Table, root: str, nets: dict[str, Scorable], x, y) -> None:
-    ref_label = F.label(REFERENCES["zero_cost"], root)
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        from foresight.models import nasbench2  # type: ignore[import-not-found]
-        from foresight.pruners import measures as ref_measures  # type: ignore[import-not-found]
-        from foresight.pruners import predictive  # type: ignore[import-not-found]
+def compare_zero_cost(table: F.Table, refs: F.Refs, nets: dict[str, Scorable], x, y) -> None:
+    live = refs.live("zero_cost")  # else the reference's values come from its recording
+    ref_label = refs.label("zero_cost")
+    zc_name = "ZC's nasbench2 network, cell A"
+    with refs.imports("zero_cost", ".", ["."]), F.float64():
+        if live:
+            from foresight.models import nasbench2  # type: ignore[import-not-found]
+            from foresight.pruners import measures as ref_measures  # type: ignore[import-not-found]
+            from foresight.pruners import predictive  # type: ignore[import-not-found]
 
-        torch.manual_seed(30)  # ZC's own NB201 network (conv biases, affine-free cell BN)
-        zc_net = nasbench2.get_model_from_arch_str(CELLS["NB201 cell A"], CLASSES,
-                                                   init_channels=C).double()  # fmt: skip
-        F.randomise_affine(zc_net, 30)
-        nets = {**nets, "ZC's nasbench2 network, cell A": Scorable(zc_net)}
+        zc_net = zc_network()  # ZC's own network (conv biases, affine-free cell BN), written out
+
+        def zc_logits() -> Tensor:  # ZC's network with our weights, on the same batch
+            with torch.random.fork_rng():
+                ref = nasbench2.get_model_from_arch_str(CELLS["NB201 cell A"], CLASSES,
+                                                        init_channels=C).double()  # fmt: skip
+            F.copy_weights(zc_net.net, ref)
+            return ref(x)
+
+        table.add(METHOD, f"{zc_name}: logits, written out here = ZC's",
+                  Logits(Scorable(copy.deepcopy(zc_net.net)))(x), zc_logits,
+                  ref_label)  # fmt: skip
+
+        nets = {**nets, zc_name: zc_net}
         for net_name, net in nets.items():
-            ref_net = Logits(Scorable(copy.deepcopy(net.net), net.weights))
-            torch.manual_seed(0)
-            with warnings.catch_warnings():  # fisher's non-full backward hooks: deprecated
-                warnings.simplefilter("ignore", FutureWarning)
-                arrays = predictive.find_measures_arrays(
-                    ref_net, [(x, y)], ("random", 1, CLASSES), torch.device("cpu"),
-                    measure_names=list(ZC),
-                )  # fmt: skip
-            totals = predictive.find_measures(
-                ref_net, None, None, torch.device("cpu"), measures_arr=arrays
-            )
+            arrays: dict[str, Any] = {}
+            totals: dict[str, Any] = {}
+            if live:
+                ref_net = Logits(Scorable(copy.deepcopy(net.net), net.weights))
+                with torch.random.fork_rng():
+                    torch.manual_seed(0)
+                    with warnings.catch_warnings():  # fisher's non-full backward hooks
+                        warnings.simplefilter("ignore", FutureWarning)
+                        arrays = predictive.find_measures_arrays(
+                            ref_net, [(x, y)], ("random", 1, CLASSES), torch.device("cpu"),
+                            measure_names=list(ZC),
+                        )  # fmt: skip
+                totals = predictive.find_measures(
+                    ref_net, None, None, torch.device("cpu"), measures_arr=arrays
+                )
             per_layer = _per_layer_ours(net, x, y)
             for name in ZC:
-                table.add(METHOD, f"{name} ({net_name})", score(name, net, x, y), totals[name],
-                          ref_label)  # fmt: skip
+                table.add(METHOD, f"{name} ({net_name})", score(name, net, x, y),
+                          lambda: float(totals[name]), ref_label)  # fmt: skip
                 if name in per_layer:
-                    ref = arrays[name]
-                    if name == "fisher":  # broadcast over weight.shape[1:]: one per channel
-                        ref = [t.reshape(t.shape[0], -1)[:, 0] for t in ref]
-                    if name == "grad_norm":  # a layer without gradient: zeros of its shape
-                        ref = [t if t.dim() == 0 else t.sum() for t in ref]
                     what = {"fisher": "per channel", "grad_norm": "per layer"}.get(
                         name, "per weight"
                     )
-                    table.add(METHOD, f"{name} {what} ({net_name})", per_layer[name], ref,
+                    table.add(METHOD, f"{name} {what} ({net_name})", _joined(name, per_layer[name]),
+                              lambda: _joined(name, _zc_array(name, arrays[name])),
                               ref_label)  # fmt: skip
 
-        defaults = F.script_defaults("nasbench2_pred.py")
-        impls = ref_measures._measure_impls
-
-        def bn_of(name: str) -> bool:  # the ``bn`` of ``@measure(name, bn=...)``
-            impl = impls[name]
-            return impl.__closure__[impl.__code__.co_freevars.index("bn")].cell_contents
-
-        find = inspect.signature(predictive.find_measures).parameters
-        split = inspect.signature(ref_measures.grad_norm.get_grad_norm_arr).parameters
         ours_spec = get_proxy("grad_norm").data
         selector = ZeroCostSelection(proxy="snip")
         ours_settings: dict[str, Any] = {
@@ -500,20 +626,51 @@ def compare_zero_cost(table: F.Table, root: str, nets: dict[str, Scorable], x, y
                 for s in (True, False)
             ],
         }
-        theirs_settings: dict[str, Any] = {
-            "batch_size (nas-proxy, per ZC proxy)": [defaults["batch_size"]] * 5,
-            "dataload (one random training batch, augmented)": (
-                defaults["dataload"],
-                defaults["dataload_info"],
-                True,
-            ),  # fmt: skip
-            "loss_fn (find_measures)": find["loss_fn"].default.__name__,
-            "split_data": split["split_data"].default,
-            "BN kept (bn=) per proxy": [bn_of(n) for n in ZC],
-            "synflow input: one all-ones image": ("ones", 1),
-            "selector: BN kept, ZC proxies (supernet, post-validation)": [True, True],
-        }
+
+        def theirs_settings() -> dict[str, Any]:
+            defaults = F.script_defaults("nasbench2_pred.py")
+            impls = ref_measures._measure_impls
+
+            def bn_of(name: str) -> bool:  # the ``bn`` of ``@measure(name, bn=...)``
+                impl = impls[name]
+                return impl.__closure__[impl.__code__.co_freevars.index("bn")].cell_contents
+
+            find = inspect.signature(predictive.find_measures).parameters
+            split = inspect.signature(ref_measures.grad_norm.get_grad_norm_arr).parameters
+            return {
+                "batch_size (nas-proxy, per ZC proxy)": [defaults["batch_size"]] * 5,
+                "dataload (one random training batch, augmented)": (
+                    defaults["dataload"],
+                    defaults["dataload_info"],
+                    True,
+                ),  # fmt: skip
+                "loss_fn (find_measures)": find["loss_fn"].default.__name__,
+                "split_data": split["split_data"].default,
+                "BN kept (bn=) per proxy": [bn_of(n) for n in ZC],
+                "synflow input: one all-ones image": ("ones", 1),
+                "selector: BN kept, ZC proxies (supernet, post-validation)": [True, True],
+            }
+
         F.add_settings(table, METHOD, ours_settings, theirs_settings, ref_label)
+
+
+def _zc_array(name: str, ref: list[Tensor]) -> list[Tensor]:
+    """ZC's per-layer array of ``name`` as ours lists it."""
+    if name == "fisher":  # broadcast over weight.shape[1:]: one per channel
+        return [t.reshape(t.shape[0], -1)[:, 0] for t in ref]
+    if name == "grad_norm":  # a layer without gradient: zeros of its shape
+        return [t if t.dim() == 0 else t.sum() for t in ref]
+    return ref
+
+
+def _joined(name: str, arrays: list[Tensor]) -> Any:
+    """One tensor for the per-layer and per-channel rows (one number, or a few, per layer: as a
+    list of small tensors a recording would spend most of its bytes on their headers)."""
+    if name == "grad_norm":
+        return torch.stack(arrays)
+    if name == "fisher":
+        return torch.cat(arrays)
+    return arrays
 
 
 def _our_loss_name() -> str:
@@ -529,21 +686,27 @@ def _our_loss_name() -> str:
     )
 
 
-def compare_naswot(table: F.Table, root: str, nets: dict[str, Scorable], x, y) -> None:
-    ref_label = F.label(REFERENCES["naswot"], root)
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        import scores  # type: ignore[import-not-found]
+def compare_naswot(table: F.Table, refs: F.Refs, nets: dict[str, Scorable], x, y) -> None:
+    live = refs.live("naswot")  # else the reference's values come from its recording
+    ref_label = refs.label("naswot")
+    with refs.imports("naswot", ".", ["."]), F.float64():
+        if live:
+            import scores  # type: ignore[import-not-found]
 
-        get_batch_jacobian = F.load_function("score_networks.py", "get_batch_jacobian",
-                                             {"torch": torch})  # fmt: skip
-        for net_name, net in nets.items():
+            get_batch_jacobian = F.load_function("score_networks.py", "get_batch_jacobian",
+                                                 {"torch": torch})  # fmt: skip
+
+        def reference(net: Scorable) -> tuple[Any, Any]:
+            """score_networks.py's loop body on a copy of ``net``: K = 0, the hooks on every
+            module whose type name holds "ReLU", a forward and backward (arms the hooks), a
+            forward of the same batch; then K and its score."""
+            if not live:
+                return None, None
             network = PairOut(Scorable(copy.deepcopy(net.net), net.weights))
             namespace: dict[str, Any] = {"network": network, "np": np}
             forward_hook, backward_hook = nested_functions(
                 "score_networks.py", ("counting_forward_hook", "counting_backward_hook"), namespace
             )
-            # score_networks.py's loop body: K = 0, the hooks on every module whose type name
-            # holds "ReLU", a forward and backward (arms the hooks), a forward of the same batch
             network.K = np.zeros((len(x), len(x)))
             for _, module in network.named_modules():
                 if "ReLU" in str(type(module)):
@@ -554,16 +717,15 @@ def compare_naswot(table: F.Table, root: str, nets: dict[str, Scorable], x, y) -
                 warnings.simplefilter("ignore", FutureWarning)
                 get_batch_jacobian(network, x.clone(), y, torch.device("cpu"), None)
                 network(x2)
-            ref_score = scores.get_score_func("hook_logdet")(network.K, y)
-            from nas.proxies.naswot import naswot_kernel
+            return network.K, scores.get_score_func("hook_logdet")(network.K, y)
 
+        for net_name, net in nets.items():
+            kernel, ref_score = reference(net)
             table.add(METHOD, f"naswot K ({net_name})", torch.from_numpy(naswot_kernel(net, x)),
-                      torch.from_numpy(network.K),
-                      ref_label)  # fmt: skip
-            table.add(METHOD, f"naswot ({net_name})", score("naswot", net, x, None), ref_score,
-                      ref_label)  # fmt: skip
+                      lambda: torch.from_numpy(kernel), ref_label)  # fmt: skip
+            table.add(METHOD, f"naswot ({net_name})", score("naswot", net, x, None),
+                      lambda: float(ref_score), ref_label)  # fmt: skip
 
-        defaults = F.script_defaults("score_networks.py")
         spec = get_proxy("naswot").data
         ours_settings = {
             "batch_size (naswot)": spec.batch_size,
@@ -572,13 +734,20 @@ def compare_naswot(table: F.Table, root: str, nets: dict[str, Scorable], x, y) -
             "repeat / maxofn (one batch, one evaluation)": (1, 1),
             "BN mode (naswot, nas-proxy)": get_proxy("naswot").bn,  # type: ignore[attr-defined]
         }
-        theirs_settings = {
-            "batch_size (naswot)": defaults["batch_size"],
-            "augtype (naswot)": defaults["augtype"],
-            "score": defaults["score"],
-            "repeat / maxofn (one batch, one evaluation)": (defaults["repeat"], defaults["maxofn"]),
-            "BN mode (naswot, nas-proxy)": "train",  # the network is never put in eval()
-        }
+
+        def theirs_settings() -> dict[str, Any]:
+            defaults = F.script_defaults("score_networks.py")
+            return {
+                "batch_size (naswot)": defaults["batch_size"],
+                "augtype (naswot)": defaults["augtype"],
+                "score": defaults["score"],
+                "repeat / maxofn (one batch, one evaluation)": (
+                    defaults["repeat"],
+                    defaults["maxofn"],
+                ),
+                "BN mode (naswot, nas-proxy)": "train",  # the network is never put in eval()
+            }
+
         F.add_settings(table, METHOD, ours_settings, theirs_settings, ref_label)
 
 
@@ -595,53 +764,57 @@ class _Float64Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-def compare_zen(table: F.Table, root: str, nets: dict[str, Scorable], x) -> None:
-    ref_label = F.label(REFERENCES["zen"], root)
+def compare_zen(table: F.Table, refs: F.Refs, nets: dict[str, Scorable], x) -> None:
+    live = refs.live("zen")  # else the reference's values come from its recording
+    ref_label = refs.label("zen")
     path = "ZeroShotProxy/compute_zen_score.py"
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        namespace: dict[str, Any] = {"torch": _Float64Torch(), "nn": nn, "np": np}
-        F.load_function(path, "network_weight_gaussian_init", namespace)
-        compute_nas_score = F.load_function(path, "compute_nas_score", namespace)
+    with refs.imports("zen", ".", ["."]), F.float64():
+        if live:
+            namespace: dict[str, Any] = {"torch": _Float64Torch(), "nn": nn, "np": np}
+            F.load_function(path, "network_weight_gaussian_init", namespace)
+            compute_nas_score = F.load_function(path, "compute_nas_score", namespace)
+
+        def reference(net: Scorable, repeat: int) -> float:
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                info = compute_nas_score(None, PreGap(copy.deepcopy(net.net)), 1e-2, HW, len(x),
+                                         repeat)  # fmt: skip
+            return float(info["avg_nas_score"])
+
         for net_name, net in nets.items():
             if not isinstance(net.net, TinyNetwork):
                 continue  # supernet: the reference reads every BN's running_var (the cells
                 # keep none); the 2-layer conv net: ours scores the networks of our spaces
             for repeat in (1, ZEN_REPEAT):
-                torch.manual_seed(0)
-                info = compute_nas_score(None, PreGap(copy.deepcopy(net.net)), 1e-2, HW, len(x),
-                                         repeat)  # fmt: skip
                 table.add(METHOD, f"zen, {repeat} repeat(s) ({net_name})",
-                          score("zen", net, x, None, repeat=repeat), info["avg_nas_score"],
-                          ref_label)  # fmt: skip
+                          score("zen", net, x, None, repeat=repeat),
+                          lambda: reference(net, repeat), ref_label)  # fmt: skip
 
-        defaults = F.script_defaults(path)
         zen = get_proxy("zen")
-        F.add_settings(
-            table,
-            METHOD,
-            {
-                "batch_size (zen)": zen.data.batch_size,
-                "repeat_times": zen.repeat,  # type: ignore[attr-defined]
-                "mixup_gamma": zen.mixup_gamma,  # type: ignore[attr-defined]
-            },
-            {
-                "batch_size (zen)": defaults["batch_size"],
-                "repeat_times": defaults["repeat_times"],
-                "mixup_gamma": defaults["mixup_gamma"],
-            },
-            ref_label,
-        )
+        ours = {
+            "batch_size (zen)": zen.data.batch_size,
+            "repeat_times": zen.repeat,  # type: ignore[attr-defined]
+            "mixup_gamma": zen.mixup_gamma,  # type: ignore[attr-defined]
+        }
+
+        def theirs() -> dict[str, Any]:
+            defaults = F.script_defaults(path)
+            return {k: defaults[k.split(" ")[0]] for k in ours}
+
+        F.add_settings(table, METHOD, ours, theirs, ref_label)
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
+def compare(table: F.Table, refs: F.Refs) -> None:
+    """Each reference that runs here (a checkout) or has a recording: ours beside it."""
     nets = networks()
     x, y = batch(seed=2)
-    if "zero_cost" in roots:
-        compare_zero_cost(table, roots["zero_cost"], nets, x, y)
-    if "naswot" in roots:
-        compare_naswot(table, roots["naswot"], nets, x, y)
-    if "zen" in roots:
-        compare_zen(table, roots["zen"], nets, x)
+    here = [n for n in REFERENCES if refs.live(n) or refs.recorded is not None]
+    if "zero_cost" in here:
+        compare_zero_cost(table, refs, nets, x, y)
+    if "naswot" in here:
+        compare_naswot(table, refs, nets, x, y)
+    if "zen" in here:
+        compare_zen(table, refs, nets, x)
 
 
 if __name__ == "__main__":
