@@ -33,6 +33,10 @@ the genotype (``Network.genotype``) and the settings of ``train_search.py`` agai
 is the reference's ``next(iter(valid_queue))``; here both sides get the same given batches.
 
     python experiments/fidelity/pc_darts.py --reference-root pc_darts=~/src/PC-DARTS
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/pc_darts.pt`` (``--record`` with the checkout writes them); ours runs
+the same either way (an architecture step at epoch 15 where ours takes one, as a run does).
 """
 
 from __future__ import annotations
@@ -102,8 +106,17 @@ def arch_state(strategy: Any) -> list[torch.Tensor]:
 
 
 def arch_grads(strategy: Any) -> list[torch.Tensor]:
+    """The ``.grad`` of alphas and betas (zeros where there is none: no architecture step)."""
     betas = component(strategy).edge_betas
-    return [t.grad.detach().clone() for t in (*strategy.arch_params.values(), *betas.values())]
+    return [
+        torch.zeros_like(t) if t.grad is None else t.grad.detach().clone()
+        for t in (*strategy.arch_params.values(), *betas.values())
+    ]
+
+
+def updates_arch(strategy: Any, epoch: int) -> bool:
+    """Whether a run's epoch ``epoch`` takes architecture steps (``SearchRun.run_epoch``)."""
+    return bool(strategy.updates_arch(epoch) and strategy.components_update_arch(epoch))
 
 
 # ------------------------------------------------------------------------------ known answers
@@ -250,28 +263,31 @@ class _Draws:
         return iter([item])
 
 
-def compare(table: F.Table, roots: dict[str, str]) -> None:
-    root = roots["pc_darts"]
-    ref_label = F.label(REFERENCES["pc_darts"], root)
+def compare(table: F.Table, refs: F.Refs) -> None:
+    live = refs.live("pc_darts")  # else the reference's values come from its recording
+    ref_label = refs.label("pc_darts")
     train_batches, val_batches = F.batches(3, seed=1), F.batches(3, seed=2)
 
-    with F.reference_imports(root, ".", ["."]), F.float64():
-        import logging
-        from types import SimpleNamespace
+    with refs.imports("pc_darts", ".", ["."]), F.float64():
+        if live:
+            import logging
+            from types import SimpleNamespace
 
-        import utils  # type: ignore[import-not-found]
-        from architect import Architect  # type: ignore[import-not-found]
-        from model_search import Network  # type: ignore[import-not-found]
-        from torch.autograd import Variable
+            import utils  # type: ignore[import-not-found]
+            from architect import Architect  # type: ignore[import-not-found]
+            from model_search import Network  # type: ignore[import-not-found]
+            from torch.autograd import Variable
 
-        defaults = F.script_defaults("train_search.py")
-        args = SimpleNamespace(**defaults)
+            defaults = F.script_defaults("train_search.py")
+            args = SimpleNamespace(**defaults)
+            train = F.load_function("train_search.py", "train",
+                                    {"args": args, "utils": utils, "Variable": Variable,
+                                     "nn": nn, "logging": logging, "torch": torch})  # fmt: skip
         criterion = nn.CrossEntropyLoss()
-        train = F.load_function("train_search.py", "train",
-                                {"args": args, "utils": utils, "Variable": Variable, "nn": nn,
-                                 "logging": logging, "torch": torch})  # fmt: skip
 
         def reference(strategy: Any, net: nn.Module):
+            if not live:
+                return None, None, None
             model = Network(C, CLASSES, LAYERS, criterion).double()
             F.copy_weights(net, model)
             with torch.no_grad():
@@ -285,43 +301,50 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
         model, _, _ = reference(strategy, net)
         x = val_batches[0][0]
         table.add(METHOD, "forward (partial channels, edge normalisation)",
-                  net(x, strategy.arch_weights(sample=False)), model(x), ref_label)  # fmt: skip
+                  net(x, strategy.arch_weights(sample=False)), lambda: model(x),
+                  ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype (Network.genotype)", F.our_genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
         # three whole steps: the reference's own train() at epoch 15 (the first with
-        # architecture steps); ours: the loop's arch_step then weight_step
+        # architecture steps); ours: the loop's arch_step (where ours updates the architecture
+        # at epoch 15) then weight_step
         strategy, net, _ = ours()
         model, optimizer, architect = reference(strategy, net)
-        recorder = _Recorder(architect, model)
-        train(train_batches, _Draws(val_batches), model, recorder, criterion, optimizer, LR, 15)
+        if live:
+            recorder = _Recorder(architect, model)
+            train(train_batches, _Draws(val_batches), model, recorder, criterion, optimizer,
+                  LR, 15)  # fmt: skip
         for i, (tb, vb) in enumerate(zip(train_batches, val_batches)):
-            assert strategy.components_update_arch(15)
             strategy.begin_step(i)
-            strategy.arch_step(tb, vb)
+            if updates_arch(strategy, 15):
+                strategy.arch_step(tb, vb)
             if i == 0:
                 table.add(METHOD, "architecture gradient (alphas, betas)", arch_grads(strategy),
-                          recorder.first_grads, ref_label)  # fmt: skip
+                          lambda: recorder.first_grads, ref_label)  # fmt: skip
                 table.add(METHOD, "architecture step (alphas, betas)", arch_state(strategy),
-                          recorder.first_state, ref_label)  # fmt: skip
+                          lambda: recorder.first_state, ref_label)  # fmt: skip
             strategy.weight_step(tb)
         table.add(METHOD, "alphas and betas after 3 steps", arch_state(strategy),
-                  [p.detach() for p in model.arch_parameters()], ref_label)  # fmt: skip
-        table.add(METHOD, "weights after 3 steps", F.trained(net), F.trained(model), ref_label)
+                  lambda: [p.detach().clone() for p in model.arch_parameters()],
+                  ref_label)  # fmt: skip
+        table.add(METHOD, "weights after 3 steps", F.trained(net), lambda: F.trained(model),
+                  ref_label)  # fmt: skip
         table.add_equal(METHOD, "genotype after 3 steps", F.our_genotype(strategy),
-                        F.reference_genotype(model), ref_label)  # fmt: skip
+                        lambda: F.reference_genotype(model), ref_label)  # fmt: skip
 
         # the warm-up: the reference's train() at epochs 14 and 15 (one batch each)
         steps = []
         for epoch in (14, 15):
             strategy, net, _ = ours()
             model, optimizer, architect = reference(strategy, net)
-            recorder = _Recorder(architect, model)
-            train(train_batches[:1], _Draws(val_batches), model, recorder, criterion, optimizer,
-                  LR, epoch)  # fmt: skip
-            steps.append(recorder.calls == 1)
+            if live:
+                recorder = _Recorder(architect, model)
+                train(train_batches[:1], _Draws(val_batches), model, recorder, criterion,
+                      optimizer, LR, epoch)  # fmt: skip
+                steps.append(recorder.calls == 1)
         table.add_equal(METHOD, "architecture steps at epochs 14, 15 (train(): epoch>=15)",
-                        [strategy.components_update_arch(e) for e in (14, 15)], steps,
+                        [updates_arch(strategy, e) for e in (14, 15)], lambda: steps,
                         ref_label)  # fmt: skip
 
     cfg = F.compose(["experiment=pc_darts_cifar10"])
@@ -351,7 +374,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "beta init scale (1e-3*randn)": pc.init_scale,
             "architecture batch (next(iter(valid_queue)))": cfg.arch_batch,
         },
-        {
+        lambda: {
             **defaults,
             "arch betas (architect.py)": [0.5, 0.999],
             "K (MixedOp.k)": 4,
@@ -364,7 +387,8 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
     )
 
     # the ImageNet search (train_search_imagenet.py) against experiment=pc_darts_imagenet
-    im = F.script_defaults(os.path.join(root, "train_search_imagenet.py"))
+    if live:
+        im = F.script_defaults(os.path.join(refs.root("pc_darts"), "train_search_imagenet.py"))
     cfg = F.compose(["experiment=pc_darts_imagenet"])
     pc = cfg.components.pc_darts
     F.add_settings(
@@ -391,7 +415,7 @@ def compare(table: F.Table, roots: dict[str, str]) -> None:
             "imagenet: begin (warm-up epochs)": pc.warmup_epochs,
             "imagenet: K (MixedOp: C//2)": pc.partial_channels,
         },
-        {
+        lambda: {
             **{f"imagenet: {k}": v for k, v in im.items()},
             "imagenet: lr warm-up epochs (epoch < 5 and batch_size > 256)": 5,
             "imagenet: arch gradient clip (clip_grad_norm_(arch_parameters(), grad_clip))": (

@@ -41,9 +41,10 @@ the forward, and for RS and ADV a whole 50-epoch search of one step per epoch (o
 schedule on both sides; the reference's epsilon from its own expression): at every epoch the
 epsilon, the bounds its draw is asked for, the perturbed weights, the architecture gradient
 (``.grad`` before Adam), the weight step's (clipped) weight gradient, the alphas and the network
-(weights, biases, batch-norm running statistics) after the step, each row the maximum over the
-50 epochs, and the genotype at the end (``Network.genotype``); the number of exact zeros among
-the perturbed weights is printed (about 17 % of them: the late epochs' clip). Every epoch the
+(weights, biases, batch-norm running statistics) after the step, each row one comparison of the
+50 epochs' values together (the long ones as their sketches, ``F.sketch``), and the genotype at
+the end (``Network.genotype``); the number of exact zeros among the perturbed weights is
+printed (about 17 % of them: the late epochs' clip). Every epoch the
 reference starts from our state (``sync``: weights, running statistics, alphas, SGD's momentum
 buffers, Adam's moments and step): run freely instead, the two drift apart smoothly by float64
 rounding amplified through the training (batch norm over 4 images of 2x2 in the last cells):
@@ -57,6 +58,12 @@ DARTS-space search, ``--search_space s5 --perturb_alpha random`` / ``pgd_linf``,
 rows state.
 
     python experiments/fidelity/sdarts.py --reference-root sdarts=~/src/SmoothDARTS
+
+Without a checkout, the same rows compare ours with the reference's values recorded in
+``tests/fidelity/golden/sdarts.pt`` (``--record`` with the checkout writes them). Ours runs the
+same either way (its own draws and batches; ``sync`` only writes into the reference), so the
+recorded per-epoch values, each computed from our state of that epoch, are compared with our
+run of 50 epochs as it goes.
 """
 
 from __future__ import annotations
