@@ -1,6 +1,6 @@
 """Data parallelism across processes and machines: the only ``torch.distributed`` code.
 
-Shared by the search loop (``nas.search``) and retraining (``nas.train``). Launch is
+Shared by the search loop (``nas.strategies``) and retraining (``nas.training``). Launch is
 ``torchrun`` (one process per GPU, or per CPU slot), which sets ``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``; without those
 variables everything here degrades to a single process and every collective is a no-op, so a

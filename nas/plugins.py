@@ -1,6 +1,6 @@
 """Plug-ins built from their configs: a search strategy or a selector is one file plus one YAML.
 
-The seam between the configs and the third and fourth stages of the pipeline (``nas.search``,
+The seam between the configs and the third and fourth stages of the pipeline (``nas.strategies``,
 ``nas.selection``). The config group ``search`` (or ``selection``) holds one YAML per plug-in;
 its ``_target_`` names the class, every other key is a constructor argument, and its file name
 is the plug-in's name (``nas.choices.plugin_name``). Nothing is registered anywhere else: a new
@@ -25,9 +25,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from nas.choices import config_dir, options, plugin_name
-from nas.search.base import SearchStrategy
-from nas.search.components.base import Component
 from nas.selection.base import Selector
+from nas.strategies.base import SearchStrategy
+from nas.strategies.components.base import Component
 
 KINDS: dict[str, tuple[str, type[Any]]] = {
     "search": ("search strategy", SearchStrategy),

@@ -1,6 +1,6 @@
 """Discrete DARTS-space networks compiled from a genotype: ``NetworkCIFAR``, ``NetworkImageNet``.
 
-First stage of the pipeline (``search_spaces``): what ``nas.train`` retrains after a search.
+First stage of the pipeline (``search_spaces``): what ``nas.training`` retrains after a search.
 Layer for layer the networks of quark0/darts ``cnn/model.py`` (Liu et al., ICLR 2019), with the
 same constructor signatures, so reference code ports by changing an import:
 

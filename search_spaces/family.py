@@ -14,15 +14,15 @@ modules import no torch (``nas-train``'s config check reads the registry before 
 a hook that needs a network or a module imports its family's network module
 (``search_spaces.darts``, ``search_spaces.nb201``) on first use. The hooks, by who asks:
 
-* its name and sizes (``nas.train``, ``nas.hardware``, ``nas-summary``, the config checks):
+* its name and sizes (``nas.training``, ``nas.hardware``, ``nas-summary``, the config checks):
   ``name``, ``title``, ``networks``, ``layers_word``, ``size_keys``, ``drop_path``,
   ``paper_size``, ``imagenet_size``, ``cell_types``;
-* genotypes (``nas.search``, ``nas.selection``, ``nas.hardware``): ``derive`` (from
+* genotypes (``nas.strategies``, ``nas.selection``, ``nas.hardware``): ``derive`` (from
   architecture weights), ``genotype`` (from the edges a selector keeps), ``random_genotypes``;
 * its published networks by number (``nas-train 1462``, run records, NB201 fronts):
   ``num_indexed``, ``indexed_genotype``, ``index_of`` (published networks by name are
   ``search_spaces.published``'s);
-* its discrete networks (``nas.train``, ``nas.hardware``, ``nas.proxies``): ``network``,
+* its discrete networks (``nas.training``, ``nas.hardware``, ``nas.proxies``): ``network``,
   ``logits``, ``network_types``, ``features``, ``reference_logits``;
 * its latency layout (``nas.hardware.parts``): ``blocks``, ``build_block``, ``layout``;
   ``lookup_keys`` (``nas-profile --import-lut``: a reference lookup table's keys per part);

@@ -1,7 +1,7 @@
 """Genotypes: the discrete architecture that search hands to retraining.
 
-First stage of the pipeline (``search_spaces``), and the contract between ``nas.search`` /
-``nas.selection`` and ``nas.train``. Two kinds:
+First stage of the pipeline (``search_spaces``), and the contract between ``nas.strategies`` /
+``nas.selection`` and ``nas.training``. Two kinds:
 
 * ``DartsGenotype`` (Liu et al., ICLR 2019): per cell type, two ``(op, input)`` pairs per
   intermediate node and the nodes concatenated at the output. Its text form is exactly what

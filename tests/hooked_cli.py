@@ -115,19 +115,19 @@ def main() -> None:
     steps = {"n": 0}
     if args.program == "search":
         from nas.cli.search import main as cli_main
-        from nas.search.base import SearchStrategy as Owner
+        from nas.strategies.base import SearchStrategy as Owner
 
         name = "step"
     else:
         from nas.cli.train import main as cli_main
-        from nas.train.loop import TrainRun as Owner  # type: ignore[assignment]
+        from nas.training.loop import TrainRun as Owner  # type: ignore[assignment]
 
         name = "_train_step"
     # a strategy may define its own step (GDAS: weight step first): hook every class that does,
     # counting a step once however many of them it passes through
     owners = [Owner]
     if args.program == "search":
-        import nas.search  # noqa: F401  (the toolkit's strategies)
+        import nas.strategies  # noqa: F401  (the toolkit's strategies)
 
         todo = list(Owner.__subclasses__())
         while todo:

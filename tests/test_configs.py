@@ -16,8 +16,8 @@ from nas.hardware import network_layout
 from nas.hardware.profiler import profile
 from nas.pipeline.search import validate_config
 from nas.plugins import available, build_selector, build_strategy, plugin_config
-from nas.search import SearchStrategy
 from nas.selection import Selector
+from nas.strategies import SearchStrategy
 from search_spaces import SPACE_NAMES
 
 

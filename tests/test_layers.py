@@ -7,18 +7,17 @@ a module may import its own layer and the layers before it, never a later one:
     networks); imports nothing of ``nas``, so a genotype needs no search code.
  2. the shared tools, no stage: ``nas`` itself (the version), the registries, ``torch.distributed``
     helpers, progress bars, experiment trackers and the metrics log, Hydra's choices, a network's
-    parameter and multiply-add count (``nas.summary``), the callable packages
-    (``nas.callable_packages``).
+    parameter and multiply-add count (``nas.summary``).
  3. ``nas.run``: the run skeleton both loops subclass (checkpoints, resume, schedules, seeds);
     it knows no stage.
  4. ``nas.data``, ``nas.bench``: the inputs, data sets and the NB201 benchmark's table.
- 5. ``nas.train``: retraining needs a genotype only, so it sits below every search stage.
+ 5. ``nas.training``: retraining needs a genotype only, so it sits below every search stage.
  6. ``nas.supernet``: the searchable network of a space.
  7. ``nas.proxies``: zero-cost scores of a network or a supernet (numbers; their figures are
     drawn in ``nas.analysis``).
  8. ``nas.hardware``: the cost model the search and selection use, the profiler, and the export
-    of a trained network (it reads what ``nas.train`` writes, hence after it).
- 9. ``nas.search``: strategies, components, the search data.
+    of a trained network (it reads what ``nas.training`` writes, hence after it).
+ 9. ``nas.strategies``: strategies, components, the search data.
 10. ``nas.selection``: the selectors that turn a trained supernet into a genotype.
 11. ``nas.plugins``: builds strategies, selectors and components from their configs.
 12. ``nas.analysis``: reads run folders and draws their figures (the search run lends its figure
@@ -57,15 +56,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "nas.metrics",
         "nas.choices",
         "nas.summary",
-        "nas.callable_packages",
     ),
     ("nas.run",),
     ("nas.data", "nas.bench"),
-    ("nas.train",),
+    ("nas.training",),
     ("nas.supernet",),
     ("nas.proxies",),
     ("nas.hardware",),
-    ("nas.search",),
+    ("nas.strategies",),
     ("nas.selection",),
     ("nas.plugins",),
     ("nas.analysis",),
@@ -75,11 +73,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 UNITS = [unit for layer in LAYERS for unit in layer]
 
-# The one import that runs upwards on purpose: calling the package ``nas.search`` (or
-# ``nas.train``) runs the Python API of the same name, the top layer, imported at the call
-# (``nas.callable_packages``). Nothing else may reach upwards, and this one is left out of the
-# cycle checks too (it never runs at import time).
-ENTRY_POINTS = {("nas.callable_packages", "nas.api")}
+# The one import that runs upwards on purpose: ``nas.search`` / ``nas.train`` / ``nas.load_run``
+# are the Python API's functions (the top layer), which the package ``nas`` names for type
+# checkers and imports when first used. Nothing else may reach upwards, and this one is left out
+# of the cycle checks too (it never runs at import time).
+ENTRY_POINTS = {("nas", "nas.api")}
 
 
 @dataclass(frozen=True)
@@ -218,7 +216,9 @@ def _named(cycle: list[str] | None, witness: dict[tuple[str, str], Import]) -> s
 
 def test_the_walk_sees_the_tree():
     assert {"nas.pipeline.search", "nas.cli.search", "search_spaces.genotype"} <= set(MODULES)
-    assert any(i.source == "nas.pipeline.search" and i.target == "nas.search.base" for i in IMPORTS)
+    assert any(
+        i.source == "nas.pipeline.search" and i.target == "nas.strategies.base" for i in IMPORTS
+    )
 
 
 def test_every_module_belongs_to_a_layer():

@@ -22,7 +22,7 @@ from nas.plugins import PluginError, available, build_selector, build_strategy
 
 STRATEGY = '''
 """A test strategy: DARTS that insists on the schedule facts of its SearchContext."""
-from nas.search.darts import DARTS
+from nas.strategies.darts import DARTS
 
 
 class ScheduledDARTS(DARTS):
@@ -128,16 +128,16 @@ def test_a_bug_inside_a_plugin_shows_its_traceback(plugin_dirs, tmp_path):
 
 def test_a_bad_argument_is_one_line_with_its_cause_kept():
     cfg = OmegaConf.create(
-        {"search": {"_target_": "nas.search.darts.DARTS", "order": 3}, "selection": {}}
+        {"search": {"_target_": "nas.strategies.darts.DARTS", "order": 3}, "selection": {}}
     )
     with pytest.raises(PluginError, match="^search strategy 'darts': .*order") as info:
         build_strategy(cfg)
     assert isinstance(info.value.__cause__, ValueError)
-    cfg = OmegaConf.create({"search": {"_target_": "nas.search.darts.DARTS", "lr_typo": 1}})
+    cfg = OmegaConf.create({"search": {"_target_": "nas.strategies.darts.DARTS", "lr_typo": 1}})
     with pytest.raises(PluginError, match="unexpected keyword argument 'lr_typo'") as info:
         build_strategy(cfg)
     assert isinstance(info.value.__cause__, TypeError)
-    cfg = OmegaConf.create({"selection": {"_target_": "nas.search.darts.DARTS"}})
+    cfg = OmegaConf.create({"selection": {"_target_": "nas.strategies.darts.DARTS"}})
     with pytest.raises(PluginError, match="built DARTS, not a Selector"):
         build_selector(cfg)
     cfg = OmegaConf.create({"selection": {"_target_": "no_such_module.Selector"}})

@@ -55,7 +55,7 @@ def child(
     import torch
 
     from nas.plugins import build_plugin
-    from nas.search import SearchContext
+    from nas.strategies import SearchContext
     from nas.supernet import build_supernet
 
     torch.manual_seed(0)

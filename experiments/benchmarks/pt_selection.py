@@ -108,7 +108,7 @@ def run_child(
 
     from nas.plugins import build_plugin
     from nas.progress import Progress
-    from nas.search import SearchContext
+    from nas.strategies import SearchContext
     from nas.supernet import build_supernet
 
     torch.set_num_threads(threads)

@@ -185,7 +185,7 @@ def build_ours(
     import torch
 
     from nas.plugins import build_plugin
-    from nas.search import SearchContext
+    from nas.strategies import SearchContext
     from nas.supernet import build_supernet, compile_supernet
 
     space, C, layers, strategy_name, order, k, _, _, _ = SETTINGS[name]

@@ -14,7 +14,7 @@ whole process, one fresh process per configuration.
   reference's in-place ``mul_`` breaks autograd today) in fp32 NCHW, ``optimizer.zero_grad()``,
   SGD and ``clip_grad_norm_`` without ``foreach`` (one kernel per parameter tensor, as in the
   PyTorch of 2019);
-* ``ours``: ``TrainRun._train_step`` of ``nas.train.loop``, the code ``nas-train`` runs: the
+* ``ours``: ``TrainRun._train_step`` of ``nas.training.loop``, the code ``nas-train`` runs: the
   network's own forward (one ReLU per state shared by the ops that read it, ``FactorizedReduce``
   on the even/odd pixels, concat + ReLU in one pass, drop-path folded into the node sums; the
   same function, see ``search_spaces.reference_forward``), NHWC (``channels_last``)
@@ -140,7 +140,7 @@ def reference_code_step_fn(root: str, channels_last: bool):
 def ours_step_fn(config: str):
     """``nas-train``'s own step, built by ``TrainRun`` from the DARTS CIFAR-10 recipe's values."""
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     overrides = [
         f"model.darts.C={C}",

@@ -3,7 +3,7 @@
 A CPU-scale experiment on the embedded data (``cifar10-mini``): the NB201 supernet of the
 CPU study (C=8, one cell per stage, the first 1,600 images) searched for ``--epochs`` epochs
 (default 30, ten times the study's) with first-order DARTS alone and with each robustness
-component (``nas.search.components``), argmax selection, one run folder per method and seed
+component (``nas.strategies.components``), argmax selection, one run folder per method and seed
 under ``outputs/collapse/``. ``notebooks/collapse.ipynb`` reads them and plots the share of
 parameter-free operations (``none``, ``skip_connect``, pooling) in each epoch's argmax cell.
 

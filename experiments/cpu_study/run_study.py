@@ -77,7 +77,7 @@ METHODS: dict[str, list[str]] = {
     "zc-naswot": ["search=darts", *ZC, "selection.proxy=naswot"],
     "zc-synflow": ["search=darts", *ZC, "selection.proxy=synflow"],
 }
-# The robustness components (nas.search.components) on DARTS, argmax and PT. Their schedules
+# The robustness components (nas.strategies.components) on DARTS, argmax and PT. Their schedules
 # are scaled to the study's 3 epochs: beta-DARTS ramps lambda over the search (not over 100
 # epochs, which would keep it below 1), PC-DARTS warms up for 1 epoch (not 15) at K=4.
 COMPONENTS: dict[str, list[str]] = {

@@ -76,9 +76,9 @@ from torch import nn
 
 from experiments.fidelity.sdarts import _Batches, _Draws, record, sync
 from nas.plugins import build_components, build_strategy
-from nas.search.base import SearchContext
-from nas.search.components.beta_darts import beta_decay
 from nas.selection.base import derived_genotype
+from nas.strategies.base import SearchContext
+from nas.strategies.components.beta_darts import beta_decay
 from nas.supernet import build_supernet
 
 METHOD = "beta-DARTS"

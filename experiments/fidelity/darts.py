@@ -37,7 +37,7 @@ from torch import nn
 
 from nas.plugins import build_strategy
 from nas.run.schedules import search_lr_factor
-from nas.search.base import SearchContext
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 
 METHOD = "DARTS"

@@ -61,7 +61,7 @@ from torch import nn
 from torch.nn import functional as TF
 
 from nas.plugins import build_components, build_strategy
-from nas.search.base import SearchContext
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 from search_spaces.space import get_space
 

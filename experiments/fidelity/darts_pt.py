@@ -64,8 +64,8 @@ import torch
 from torch import nn
 
 from nas.plugins import build_strategy
-from nas.search.base import SearchContext
 from nas.selection.perturbation import PerturbationSelection
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 
 METHOD = "DARTS-PT"

@@ -55,7 +55,7 @@ mode), which are not compared. Our NB201 ``nor_conv`` convolutions carry a bias 
 training mode it changes nothing (the forward row), and the weight rows compare the tensors
 both sides have.
 
-Found and fixed (``nas/search/drnas.py``): at a stage change the pruned ops' beta was kept;
+Found and fixed (``nas/strategies/drnas.py``): at a stage change the pruned ops' beta was kept;
 the reference's ``utils.prune`` sets it to 0, and since a pruned op still enters its edge's
 Dirichlet draw before the mask, the sample, the pathwise gradient (through the total
 concentration) and the KL term depended on it (rows "stage change" and after: 1e-1 and more).
@@ -92,8 +92,8 @@ from torch.distributions import Dirichlet
 
 from nas.plugins import build_components, build_strategy
 from nas.run.schedules import search_lr_factor
-from nas.search.base import SearchContext
 from nas.selection.base import derived_genotype
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 from nas.supernet import widen as widen_module
 from search_spaces.ops import FactorizedReduce

@@ -22,7 +22,7 @@ With ``--reference-root gdas=PATH`` (a checkout of github.com/D-X-Y/AutoDL-Proje
 ``TinyNetworkGDAS`` (NB201, ``experiment=gdas_nb201``) and ``NASNetworkGDAS`` (the DARTS space,
 ``experiment=gdas_darts_cifar10``: ``space.lastact``, ``space.pool_bn``, ``selection=
 gdas_topk``) at float64 with our weights, our alphas, and THE SAME Gumbel noise: ours draws
-``E ~ Exp(1)`` from its step generator (``draw_seed()``; ``nas.search.gdas.gumbel`` is wrapped
+``E ~ Exp(1)`` from its step generator (``draw_seed()``; ``nas.strategies.gdas.gumbel`` is wrapped
 to record each ``E``), and the reference's ``torch.empty_like(alpha).exponential_()`` is
 patched in memory (``Tensor.exponential_`` inside the reference's calls only) to return the
 recorded ``E`` in draw order (permuted to the reference's op order in the DARTS space).
@@ -61,13 +61,13 @@ except ImportError:  # run as a script
 import torch
 from torch import nn
 
-import nas.search.gdas as gdas_module
+import nas.strategies.gdas as gdas_module
 from nas.plugins import build_strategy
 from nas.run.schedules import search_lr_factor
-from nas.search.base import SearchContext
-from nas.search.gdas import gdas_sample
 from nas.selection.base import derived_genotype
 from nas.selection.gdas_topk import top_pairs
+from nas.strategies.base import SearchContext
+from nas.strategies.gdas import gdas_sample
 from nas.supernet import build_supernet
 
 METHOD = "GDAS"

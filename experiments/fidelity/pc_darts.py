@@ -58,7 +58,7 @@ from torch.nn import functional as TF
 
 from nas.plugins import build_components, build_strategy
 from nas.run.schedules import search_lr_factor
-from nas.search.base import SearchContext
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 
 METHOD = "PC-DARTS"

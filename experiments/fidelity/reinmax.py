@@ -50,8 +50,8 @@ import torch
 from torch import nn
 
 from nas.plugins import build_strategy
-from nas.search.base import SearchContext
-from nas.search.reinmax import reinmax_sample
+from nas.strategies.base import SearchContext
+from nas.strategies.reinmax import reinmax_sample
 from nas.supernet import build_supernet
 
 METHOD = "ReinMax"

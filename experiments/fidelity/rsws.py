@@ -70,9 +70,9 @@ from torch import nn
 from experiments.benchmarks import reference_shims
 from nas.plugins import build_strategy
 from nas.run.schedules import search_lr_factor
-from nas.search.base import SearchContext
-from nas.search.rsws import Arch, arch_weights_of, sample_arch
 from nas.selection.rsws import RandomWeightSharingSelection
+from nas.strategies.base import SearchContext
+from nas.strategies.rsws import Arch, arch_weights_of, sample_arch
 
 METHOD = "RS-WS"
 REFERENCES = {

@@ -87,8 +87,8 @@ from torch import nn
 
 from nas.plugins import build_components, build_strategy
 from nas.run.schedules import search_lr_factor
-from nas.search.base import SearchContext, Shards
-from nas.search.components.sdarts import clip_to_simplex
+from nas.strategies.base import SearchContext, Shards
+from nas.strategies.components.sdarts import clip_to_simplex
 from nas.supernet import build_supernet
 
 METHOD = "SDARTS"

@@ -17,7 +17,7 @@ log and linear resource penalties equal the formulas written out over our per-ed
 With ``--reference-root snas=PATH`` (a checkout of github.com/SNAS-Series/SNAS-Series):
 ``Network._get_categ_mask`` (``model_search.py``, compiled alone with the shims) beside our
 sample, with THE SAME noise: ours draws ``G = -log E`` from its step generator
-(``nas.search.snas.gumbel`` wrapped to record ``E``), and the reference's
+(``nas.strategies.snas.gumbel`` wrapped to record ``E``), and the reference's
 ``torch.zeros_like(alpha).uniform_()`` is patched in memory (``Tensor.uniform_`` inside its call
 only) to return ``u = exp(-E)``, whose ``-log(-log u)`` is our ``G`` up to rounding; the sample
 and its gradient; ``Temp_Scheduler`` (``utils.py``) against our tau per epoch, with
@@ -104,12 +104,12 @@ except ImportError:  # run as a script
 import torch
 from torch import nn
 
-import nas.search.snas as snas_module
+import nas.strategies.snas as snas_module
 from experiments.benchmarks import reference_shims
 from nas.plugins import build_strategy
-from nas.search.base import SearchContext
-from nas.search.snas import op_cost
 from nas.selection.base import derived_genotype
+from nas.strategies.base import SearchContext
+from nas.strategies.snas import op_cost
 from nas.supernet import build_supernet
 
 METHOD = "SNAS"

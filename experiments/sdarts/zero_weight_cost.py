@@ -40,7 +40,7 @@ def zero_share_weights(shape: torch.Size, share: float, seed: int) -> torch.Tens
 
 def child(run: bool, share: float, steps: int, warmup: int, threads: int) -> dict[str, float]:
     from nas.plugins import build_plugin
-    from nas.search import SearchContext
+    from nas.strategies import SearchContext
     from nas.supernet import build_supernet
 
     torch.set_num_threads(threads)

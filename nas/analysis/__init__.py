@@ -1,8 +1,8 @@
 """nas.analysis: looking at searches after (or while) they run: cell diagrams, weight plots,
 a strategy's concentrations, a selector's decision trace, NB201 curves, genotype statistics.
 
-Analysis layer, after the pipeline (``search_spaces -> nas/supernet -> nas/search ->
-nas/selection -> genotype -> nas/train -> nas/bench``); it only reads run folders and
+Analysis layer, after the pipeline (``search_spaces -> nas/supernet -> nas/strategies ->
+nas/selection -> genotype -> nas/training -> nas/bench``); it only reads run folders and
 genotypes. ``write_run_figures(run_dir, tb_writer)`` is what ``nas-search`` calls at the end of a
 search; ``nas-plot`` renders the same figures for any finished run or genotype; the notebooks in
 ``notebooks/`` build on ``load_runs`` and the statistics of ``nas.analysis.stats``.

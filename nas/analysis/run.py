@@ -46,8 +46,8 @@ from search_spaces.genotype import (
 from search_spaces.space import SPACE_NAMES, Space, get_space
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy
     from nas.selection.base import Selector
+    from nas.strategies.base import SearchStrategy
 
 NB201_KEY_PREFIX = SEARCH_LOG_PREFIX  # the benchmark accuracies a search logs
 
@@ -203,7 +203,7 @@ class RunData:
     def strategy_class(self) -> type[SearchStrategy] | None:
         """The search strategy's class (the config's ``search._target_``), None where it is not
         recorded or cannot be imported."""
-        from nas.search.base import SearchStrategy
+        from nas.strategies.base import SearchStrategy
 
         cls = plugin_class(self.config, "search")
         return cls if isinstance(cls, type) and issubclass(cls, SearchStrategy) else None

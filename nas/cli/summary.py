@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be >= 1, got {value}")
     # the forms nas-train and nas-export take (a search's run folder or genotype.json too)
-    from nas.train.model import resolve_train_genotype
+    from nas.training.model import resolve_train_genotype
 
     genotype = resolve_train_genotype(args.genotype)
     family = family_of(genotype)

@@ -55,7 +55,7 @@ from nas.run.folder import remove_new_empty_dirs
 from search_spaces.genotype import GENOTYPE_TYPES
 
 if TYPE_CHECKING:
-    from nas.train.loop import TrainResult
+    from nas.training.loop import TrainResult
 
 CONFIG_DIR = config_dir()  # configs/ of the checkout, or the installed package's copy
 TRAIN_CONFIG_DIR = CONFIG_DIR / "train"
@@ -209,7 +209,7 @@ def train_job(
     def train() -> TrainResult:
         # the heavy imports (torch) inside the locked folder: a busy folder is refused at once
         from nas import distributed
-        from nas.train.loop import run_train
+        from nas.training.loop import run_train
 
         try:
             return run_train(cfg, run_dir)
@@ -244,7 +244,7 @@ def _evaluate(cfg: DictConfig, bad_input: tuple[type[BaseException], ...]) -> No
     """``eval_only=true``: evaluate a checkpoint; writes nothing, so no run folder is locked."""
     # the heavy imports (torch) only once the command line is known to be good
     from nas import distributed
-    from nas.train.evaluate import run_eval
+    from nas.training.evaluate import run_eval
 
     try:
         results = run_eval(cfg)

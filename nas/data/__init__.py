@@ -1,9 +1,9 @@
 """Data stage: datasets, the readers of their formats, transforms, loaders and the embedded
 quickstart data.
 
-Pipeline: ``nas.data`` feeds ``nas.search`` (which splits the training set into weight and
-architecture halves, ``nas.search.data.search_split``, or per-class ImageNet subsets,
-``imagenet_search_subsets``) and ``nas.train`` (full training and test sets). Datasets are
+Pipeline: ``nas.data`` feeds ``nas.strategies`` (which splits the training set into weight and
+architecture halves, ``nas.strategies.data.search_split``, or per-class ImageNet subsets,
+``imagenet_search_subsets``) and ``nas.training`` (full training and test sets). Datasets are
 registered by name in ``DATASETS`` (``nas.data.datasets``): ``cifar10``, ``cifar100``,
 ``cifar10-mini`` (embedded, no path), ``imagenet``, ``imagenet16-120`` and ``imagefolder`` (the
 user's own class sub-folders, any image size); ``nas.data.formats`` reads their files.

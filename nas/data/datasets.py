@@ -1,10 +1,10 @@
 """The dataset registry of the search and retraining stages: every dataset by name.
 
-Data stage (``nas.data``): feeds ``nas.search`` (its weight / architecture splits,
-``nas.search.data``) and ``nas.train`` (the full training set, the test set). Every dataset is
-registered by name in ``DATASETS`` with its class count, image side, channel statistics and
-builder (the readers of the formats: ``nas.data.formats``); ``build_dataset(name, ...)`` is the
-one entry point, ``dataset_info`` the shape of a dataset without reading it.
+Data stage (``nas.data``): feeds ``nas.strategies`` (its weight / architecture splits,
+``nas.strategies.data``) and ``nas.training`` (the full training set, the test set). Every
+dataset is registered by name in ``DATASETS`` with its class count, image side, channel
+statistics and builder (the readers of the formats: ``nas.data.formats``);
+``build_dataset(name, ...)`` is the one entry point, ``dataset_info`` the shape of a dataset without reading it.
 
 * ``cifar10`` / ``cifar100``: the "python version" folders of Krizhevsky (2009)
   (``cifar-10-batches-py``, ``cifar-100-python``).

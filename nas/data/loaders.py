@@ -1,6 +1,6 @@
 """DataLoaders with reproducible order and augmentation, on one process or under torchrun.
 
-Data stage (``nas.data``): the loaders ``nas.search`` and ``nas.train`` iterate over. The
+Data stage (``nas.data``): the loaders ``nas.strategies`` and ``nas.training`` iterate over. The
 references (DARTS, DrNAS, DARTS-PT) seed nothing per worker and shuffle from the global RNG;
 here every source of randomness hangs off the loader's ``seed``:
 

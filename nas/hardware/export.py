@@ -1,6 +1,6 @@
 """Export a discrete network to ONNX or TorchScript, checked against PyTorch.
 
-Deployment (after ``nas.train``): the network a genotype compiles to (any form ``nas-train``
+Deployment (after ``nas.training``): the network a genotype compiles to (any form ``nas-train``
 accepts: a search's ``genotype.json`` or run folder, a published name, genotype text, an NB201
 arch string or index) is written as a file another runtime runs, and that file is run at once
 (ONNX: onnxruntime on the CPU; TorchScript: ``torch.jit.load``) on a fresh input of another
@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from nas.run.checkpoint import LOAD_ERRORS
-from nas.train.model import build_network, logits_of, resolve_train_genotype
+from nas.training.model import build_network, logits_of, resolve_train_genotype
 from search_spaces import ops as ops_mod
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype

@@ -1,10 +1,10 @@
 """The search run: epochs of bi-level steps, logging, checkpoints, resume, then selection.
 
-The pipeline's search stage (``nas.pipeline``), above the strategies (``nas.search``) and the
+The pipeline's search stage (``nas.pipeline``), above the strategies (``nas.strategies``) and the
 selectors (``nas.selection``), which it drives: the only place that iterates over the search
 data. It follows the reference ``train_search.py`` of DARTS (Liu et al., ICLR 2019): the
 training set is split by index into a weight half and an architecture half
-(``nas.search.data``); each step takes an architecture step on an architecture batch and a
+(``nas.strategies.data``); each step takes an architecture step on an architecture batch and a
 weight step on a weight batch (SGD with momentum, weight decay, gradient clipping, a cosine
 learning rate per epoch); at the end the selector derives the genotype. ``run_search``, the
 top function, adds what is not the loop's: the NB201 benchmark's accuracies of every epoch's
@@ -73,9 +73,9 @@ from nas.run.seeds import (
 )
 from nas.run.signals import Preempted
 from nas.run.skeleton import Run, to_device
-from nas.search.base import Batch, SearchContext, SearchStrategy, Shards
-from nas.search.data import epoch_loader, epoch_sampler, search_data, start_epoch
 from nas.selection.base import Selector, derived_genotype
+from nas.strategies.base import Batch, SearchContext, SearchStrategy, Shards
+from nas.strategies.data import epoch_loader, epoch_sampler, search_data, start_epoch
 from nas.supernet import Supernet, build_supernet, compile_supernet
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype
@@ -326,7 +326,7 @@ class SearchRun(Run):
 
     def _build_strategy(self) -> SearchStrategy:
         """The strategy with its components: the ``components`` group's, then the hardware
-        cost of the ``cost`` group (``nas.search.components.hardware_cost``)."""
+        cost of the ``cost`` group (``nas.strategies.components.hardware_cost``)."""
         try:
             strategy = build_strategy(self.cfg)
             components = build_components(self.cfg)
@@ -334,7 +334,7 @@ class SearchRun(Run):
             raise SearchError(str(e)) from e.__cause__
         try:
             if self.cfg.get("cost") is not None:  # a hardware-cost term of the architecture loss
-                from nas.search.components.hardware_cost import HardwareCost
+                from nas.strategies.components.hardware_cost import HardwareCost
 
                 components.append(HardwareCost.from_config(self.cfg.cost, strategy))
             strategy.add_components(components)

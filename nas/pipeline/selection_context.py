@@ -19,8 +19,8 @@ import torch
 from nas import distributed as D
 from nas.progress import Progress
 from nas.run.seeds import SELECTION_BASE, SELECTION_SPLIT
-from nas.search.base import Batch
-from nas.search.data import epoch_sampler, start_epoch
+from nas.strategies.base import Batch
+from nas.strategies.data import epoch_sampler, start_epoch
 
 if TYPE_CHECKING:
     from nas.pipeline.search import SearchRun

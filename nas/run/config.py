@@ -290,12 +290,12 @@ def validate_train_config(cfg: DictConfig, error: type[Exception] = ValueError) 
         )
 
 
-NO_WEIGHT_DECAY = ("bn", "bias")  # nas.train.loop.parameter_groups
+NO_WEIGHT_DECAY = ("bn", "bias")  # nas.training.loop.parameter_groups
 
 
 def _jitter_values(v: Any) -> bool:
     """``data.color_jitter`` as torchvision's ColorJitter(brightness, contrast, saturation, hue)
-    factors (``nas.train.loop``: ProxylessNAS's hue 0.1 where the toolkit's default is 0.2)."""
+    factors (``nas.training.loop``: ProxylessNAS's hue 0.1 where the toolkit's default is 0.2)."""
     if not isinstance(v, (list, tuple, ListConfig)) or len(v) != 4:
         return False
     return all(_is_number(x) and x >= 0 for x in v) and v[3] <= 0.5
@@ -324,7 +324,7 @@ DISTILL_DEFAULTS = {"weight": 0.0, "temperature": 1.0, "scale_t2": True, "weight
 
 
 def _check_distill(check: _Checker, cfg: DictConfig, error: type[Exception]) -> None:
-    """Knowledge distillation (``nas.train.distill``): a teacher and a weight > 0 go together,
+    """Knowledge distillation (``nas.training.distill``): a teacher and a weight > 0 go together,
     and nothing else of the section is set without a teacher."""
     if OmegaConf.select(cfg, "distill", default=None) is None:
         return

@@ -8,7 +8,7 @@ SIGTERM / Ctrl-C, folded into one collective per step so that a stop seen by one
 every rank at the same step boundary; the RNG states a mid-epoch checkpoint continues with; the
 progress bar; and ``run()``, which writes the config, prints the start line and runs the epochs
 under the signal handlers. A loop (``nas.pipeline.search.SearchRun``,
-``nas.train.loop.TrainRun``) keeps only what is its own: its data, model and optimisers, its
+``nas.training.loop.TrainRun``) keeps only what is its own: its data, model and optimisers, its
 step and its epoch.
 """
 

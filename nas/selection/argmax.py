@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from torch import Tensor
 
-from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype, derived_genotype
+from nas.strategies.base import Batch, SearchStrategy
 from search_spaces.genotype import AnyGenotype
 from search_spaces.space import Space
 

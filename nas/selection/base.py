@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from nas.search.base import Batch, SearchStrategy
+from nas.strategies.base import Batch, SearchStrategy
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype
 from search_spaces.space import Space

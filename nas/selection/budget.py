@@ -36,8 +36,8 @@ from nas.hardware.cost import (
     load_budget,
 )
 from nas.hardware.table import LatencyTable, load_table
-from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector
+from nas.strategies.base import Batch, SearchStrategy
 from search_spaces.genotype import AnyGenotype
 
 MEASURE_CHOICES = ("auto", True, False)

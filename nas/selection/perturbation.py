@@ -54,9 +54,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from nas.run.seeds import PT_DECISION_STRIDE, PT_TUNE_BASE, VARIANT_BATCH_STRIDE
-from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype
 from nas.selection.projection import EdgeProjection, install
+from nas.strategies.base import Batch, SearchStrategy
 from nas.supernet import ArchWeights, Supernet
 from nas.supernet.batched import BatchedVariants, check_batchable, device_rng
 from search_spaces.genotype import AnyGenotype

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from nas.search.base import SearchStrategy
+from nas.strategies.base import SearchStrategy
 from nas.supernet import ArchWeights
 
 

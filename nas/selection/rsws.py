@@ -5,7 +5,7 @@ Fourth stage of the pipeline (``nas.selection``). Li & Talwalkar, UAI 2019, refe
 and ``darts_wrapper_discrete.py:180-219``:
 
 * ``rounds`` rounds (null: the reference's ``max(1, floor(B / 10000))`` with B the search's
-  weight steps); each draws ``archs`` uniform architectures (``nas.search.rsws.sample_arch``)
+  weight steps); each draws ``archs`` uniform architectures (``nas.strategies.rsws.sample_arch``)
   and scores each by its accuracy on ``batches_per_arch`` batches of the architecture split,
   taken from one persistent iterator (every architecture sees different batches; the
   iterator restarts when the split runs out), with the supernet in eval mode;
@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from nas.search.base import Batch, SearchStrategy
-from nas.search.rsws import Arch, arch_weights_of, genotype_of, sample_arch
 from nas.selection.base import SelectionContext, Selector
+from nas.strategies.base import Batch, SearchStrategy
+from nas.strategies.rsws import Arch, arch_weights_of, genotype_of, sample_arch
 from search_spaces.genotype import AnyGenotype
 
 # keys of the architecture split's batch orders: quick scores per round (and pass), full scores

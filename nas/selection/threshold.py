@@ -24,8 +24,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype
+from nas.strategies.base import Batch, SearchStrategy
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype
 from search_spaces.space import CellSpace

@@ -46,9 +46,9 @@ from torch import Tensor
 from nas.proxies import Proxy, ProxyError, Scorable, get_proxy
 from nas.proxies.base import proxy_class
 from nas.run.seeds import ZC_BATCH_BASE
-from nas.search.base import Batch, SearchStrategy
 from nas.selection.base import SelectionContext, Selector, derive_genotype
 from nas.selection.projection import EdgeProjection, install
+from nas.strategies.base import Batch, SearchStrategy
 from nas.supernet import ArchWeights
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype, genotype_from_json

@@ -44,7 +44,7 @@ place, and the gradient of each mixing weight, ``<dL/do, o_k(x)>``, is a dot pro
 a product tensor that is then summed; op outputs are kept for the backward only when the
 mixing weights need a gradient.
 
-Binary gates (ProxylessNAS, ``nas.search.proxylessnas``): ``gate_probe``, set by the strategy
+Binary gates (ProxylessNAS, ``nas.strategies.proxylessnas``): ``gate_probe``, set by the strategy
 around one forward, names ops of gate 0 whose gate still gets its gradient ``<dL/do, o_k(x)>``,
 from an output computed without autograd (``_GateProbe``), so only the active path holds
 activations for the backward.
@@ -407,7 +407,7 @@ class MixedOp(nn.Module):
                 )
             self.ops.append(op)
         self._runnable = [name != "none" for name in ops]
-        # DARTS-'s auxiliary skip (nas.search.components.darts_minus): outside the weights
+        # DARTS-'s auxiliary skip (nas.strategies.components.darts_minus): outside the weights
         self.aux: nn.Module | None = None
         self.aux_scale = 0.0
         # GDAS's NB201 forward (set through Supernet.set_unselected_scalars): see
@@ -418,7 +418,7 @@ class MixedOp(nn.Module):
         # the pool of the input is taken once per state and setting by the cell (off: each
         # op its own; see shared_head)
         self.share_pools = True
-        # binary gates (ProxylessNAS, nas.search.proxylessnas): op indices whose gate gets a
+        # binary gates (ProxylessNAS, nas.strategies.proxylessnas): op indices whose gate gets a
         # gradient this forward without the op taking part in the graph (see _GateProbe);
         # set by the strategy around one forward, None otherwise
         self.gate_probe: list[int] | None = None

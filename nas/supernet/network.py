@@ -41,7 +41,7 @@ class Supernet(nn.Module):
 
     space: Space
     family: str  # the space family a subclass searches (``Space.family``)
-    # PC-DARTS's edge normalisation (nas.search.components.pc_darts): cell type -> [edges]
+    # PC-DARTS's edge normalisation (nas.strategies.components.pc_darts): cell type -> [edges]
     edge_weights: Callable[[], dict[str, Tensor]] | None = None
     # Whether an unmasked op whose weight is exactly zero still runs (see ``active_ops``):
     # set by the components and strategies whose reference computes ``w * op(x)`` for every

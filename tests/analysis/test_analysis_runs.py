@@ -151,7 +151,7 @@ def test_missing_artefacts_never_raise(runs, tmp_path):
 USER_PLUGINS = """
 import torch
 
-from nas.search.base import SearchStrategy
+from nas.strategies.base import SearchStrategy
 from nas.selection.base import Selector
 
 

@@ -4,6 +4,7 @@ the same one line, raised; a stopped run resumes to the uninterrupted result."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -189,20 +190,34 @@ def test_dataframe(tmp_path):
     assert list(frame["train_loss"]) == [1.5]
 
 
-def test_packages_stay_packages():
-    import nas.search.darts
-    import nas.train.loop
+def test_api_functions_are_plain_functions():
+    """``nas.search`` / ``nas.train`` / ``nas.load_run`` are ``nas.api``'s functions: real
+    signatures, picklable, untouched by importing the strategies and training packages; the
+    packages' old names are refused naming the new ones."""
+    import inspect
+    import pickle
 
-    assert callable(nas.search) and callable(nas.train)
-    assert nas.search.DARTS is nas.search.darts.DARTS and nas.train.run_train is not None
+    import nas.strategies.darts
+    import nas.training.loop
+
+    assert nas.search is nas.api.search and nas.train is nas.api.train
     assert nas.load_run is nas.api.load_run
+    assert nas.strategies.DARTS is nas.strategies.darts.DARTS and nas.training.run_train is not None
+    assert list(inspect.signature(nas.search).parameters)[:2] == ["space", "strategy"]
+    assert "genotype" in inspect.signature(nas.train).parameters
+    for function in (nas.search, nas.train, nas.load_run):
+        assert pickle.loads(pickle.dumps(function)) is function
+    with pytest.raises(ImportError, match=r"nas\.search is now nas\.strategies"):
+        importlib.import_module("nas.search.darts")
+    with pytest.raises(ImportError, match=r"nas\.train is now nas\.training"):
+        importlib.import_module("nas.train.loop")
 
 
 STOP_SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys
     import nas
-    from nas.search.darts import DARTS
+    from nas.strategies.darts import DARTS
 
     overrides = {"epochs": 2, "data.max_items": 64, "batch_size": 16, "figures": False}
     real, steps = DARTS.step, {"n": 0}

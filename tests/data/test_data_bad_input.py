@@ -16,7 +16,7 @@ from nas.data import (
     make_loader,
     train_transform,
 )
-from nas.search.data import imagenet_search_subsets, search_split
+from nas.strategies.data import imagenet_search_subsets, search_split
 
 
 def _raises(error, call, *fragments):

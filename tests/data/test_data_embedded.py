@@ -10,7 +10,7 @@ import pytest
 
 from nas.data import build_dataset, load_cifar10_mini, make_loader, train_transform
 from nas.data.embedded import CIFAR10_MINI_FILE, decode_images, encode_images
-from nas.search.data import search_split
+from nas.strategies.data import search_split
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import Subset
 
 from nas.data import build_dataset, train_transform
-from nas.search.data import imagenet_search_subsets, search_split
+from nas.strategies.data import imagenet_search_subsets, search_split
 
 
 def test_search_split_halves_the_real_training_set_by_index(cifar10_subset):

@@ -16,7 +16,7 @@ from PIL import Image
 from torchvision import transforms as T
 
 from nas.data import build_dataset, dataset_info, eval_transform, train_transform
-from nas.search.data import search_split
+from nas.strategies.data import search_split
 
 CLASSES = ["cat", "dog", "fox"]
 SIZES = [(20, 28), (40, 40), (100, 80), (33, 57)]  # (width, height): any size, mixed

@@ -17,8 +17,8 @@ import torch
 from torch.nn import functional as Fn
 
 from experiments.fidelity import common as F
-from nas.search import SearchContext
-from nas.search.fbnet import FBNet
+from nas.strategies import SearchContext
+from nas.strategies.fbnet import FBNet
 from nas.supernet import build_supernet
 
 TOL = 1e-12

@@ -7,7 +7,7 @@ import torch
 
 from experiments.fidelity import beta_darts as script
 from experiments.fidelity import common as F
-from nas.search.components import beta_darts as component
+from nas.strategies.components import beta_darts as component
 
 
 def failed_rows() -> set[str]:

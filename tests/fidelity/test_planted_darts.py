@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.fidelity import common as F
 from experiments.fidelity import darts as script
-from nas.search.darts import DARTS
+from nas.strategies.darts import DARTS
 
 
 def failed_rows() -> set[str]:

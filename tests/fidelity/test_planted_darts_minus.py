@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from experiments.fidelity import common as F
 from experiments.fidelity import darts_minus as script
-from nas.search.components import darts_minus
-from nas.search.components.darts_minus import AuxiliarySkip
+from nas.strategies.components import darts_minus
+from nas.strategies.components.darts_minus import AuxiliarySkip
 
 
 def failed_rows() -> set[str]:

@@ -8,7 +8,7 @@ from torch.nn import functional as TF
 
 from experiments.fidelity import common as F
 from experiments.fidelity import drnas as script
-from nas.search.drnas import DrNAS, _DirichletSample
+from nas.strategies.drnas import DrNAS, _DirichletSample
 
 BEFORE_STAGE_CHANGE = (
     "DARTS space K=6: forward at one Dirichlet sample",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
-import nas.search.gdas as gdas_module
+import nas.strategies.gdas as gdas_module
 from experiments.fidelity import common as F
 from experiments.fidelity import gdas as script
-from nas.search.gdas import GDAS
-from nas.search.sampling import SamplingStrategy, linear_tau
+from nas.strategies.gdas import GDAS
+from nas.strategies.sampling import SamplingStrategy, linear_tau
 
 SPACES = ("NB201", "DARTS space")
 

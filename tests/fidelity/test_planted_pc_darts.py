@@ -7,8 +7,8 @@ import torch
 
 from experiments.fidelity import common as F
 from experiments.fidelity import pc_darts as script
-from nas.search.components import pc_darts
-from nas.search.components.pc_darts import EdgeNormalisation
+from nas.strategies.components import pc_darts
+from nas.strategies.components.pc_darts import EdgeNormalisation
 
 STEPS = {
     "architecture gradient (alphas, betas)",

@@ -8,7 +8,7 @@ from torch.autograd.function import once_differentiable
 
 from experiments.fidelity import common as F
 from experiments.fidelity import reinmax as script
-from nas.search.reinmax import ReinMaxSample, _jvp_softmax
+from nas.strategies.reinmax import ReinMaxSample, _jvp_softmax
 
 SAMPLES = [f"K={k}: sample and pi0 (ReinMax_Auto.forward)" for k in (2, 5, 8)]
 NB201 = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-import nas.search.rsws as rsws_module
+import nas.strategies.rsws as rsws_module
 from experiments.fidelity import common as F
 from experiments.fidelity import rsws as script
-from nas.search.rsws import RSWS, Arch
+from nas.strategies.rsws import RSWS, Arch
 
 DRAWS = f"our frequencies / its frequencies ({script.DRAWS} draws each)"
 LR = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.fidelity import common as F
 from experiments.fidelity import sdarts as script
-from nas.search.components import sdarts
+from nas.strategies.components import sdarts
 
 EPOCHS = f"epochs 0-{script.EPOCHS - 1}"
 

@@ -3,10 +3,10 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
-import nas.search.snas as snas_module
+import nas.strategies.snas as snas_module
 from experiments.fidelity import common as F
 from experiments.fidelity import snas as script
-from nas.search.snas import SNAS
+from nas.strategies.snas import SNAS
 
 
 def failed_rows() -> set[str]:

@@ -37,8 +37,8 @@ import torch._dynamo  # noqa: F401  imported before any reference context (see b
 from torch import nn
 
 from experiments.fidelity import common as F
-from nas.search import SearchContext
-from nas.search.proxylessnas import ProxylessNAS, gate_grad_to_alpha
+from nas.strategies import SearchContext
+from nas.strategies.proxylessnas import ProxylessNAS, gate_grad_to_alpha
 from nas.supernet import build_supernet
 from nas.supernet.mixed_op import MixedOp
 

@@ -23,8 +23,8 @@ from nas.hardware.parts import network_layout
 from nas.hardware.profiler import profile
 from nas.hardware.table import load_table
 from nas.plugins import build_plugin
-from nas.search import SearchContext
 from nas.selection.budget import BudgetArgmax
+from nas.strategies import SearchContext
 from nas.supernet import build_supernet
 from search_spaces.genotype import genotype_from_json
 from search_spaces.space import get_space

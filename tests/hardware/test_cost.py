@@ -8,9 +8,9 @@ import torch
 
 from nas.hardware.cost import CostModel, CostObjective
 from nas.plugins import build_plugin
-from nas.search import SearchContext
-from nas.search.base import Shards
-from nas.search.components.hardware_cost import HardwareCost
+from nas.strategies import SearchContext
+from nas.strategies.base import Shards
+from nas.strategies.components.hardware_cost import HardwareCost
 from nas.supernet import build_supernet
 
 

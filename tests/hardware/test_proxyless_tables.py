@@ -31,9 +31,9 @@ from nas.hardware.profiler import profile
 from nas.hardware.table import load_table
 from nas.hardware.validate import random_genotypes
 from nas.plugins import build_plugin
-from nas.search import SearchContext
-from nas.search.components.hardware_cost import HardwareCost
 from nas.selection import PerturbationSelection
+from nas.strategies import SearchContext
+from nas.strategies.components.hardware_cost import HardwareCost
 from nas.supernet import build_supernet
 from search_spaces.genotype import ProxylessGenotype, genotype_from_json
 from search_spaces.proxyless_space import PUBLISHED_BLOCKS

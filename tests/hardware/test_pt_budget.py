@@ -13,8 +13,8 @@ from nas.hardware.cost import CostModel, cheapest_cost
 from nas.hardware.parts import network_layout
 from nas.hardware.profiler import profile
 from nas.plugins import build_plugin
-from nas.search import SearchContext
 from nas.selection import PerturbationSelection
+from nas.strategies import SearchContext
 from nas.supernet import build_supernet
 
 

@@ -155,7 +155,7 @@ def test_a_finished_one_epoch_search_extended_to_two_is_the_two_epoch_search(tmp
 
 def test_a_finished_training_run_on_a_step_schedule_extends_exactly(tmp_path, one_thread):
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     tiny = ["model.darts.C=4", "model.darts.layers=3", "batch_size=32", "data.max_items=64",
             "eval.max_items=32", "log_every=1", "optimizer.schedule=step",

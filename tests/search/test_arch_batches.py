@@ -18,8 +18,8 @@ from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
 from nas.pipeline.search import Preempted, SearchError, SearchRun
-from nas.search.base import SearchStrategy
-from nas.search.data import EpochSampler, RandomBatchSampler
+from nas.strategies.base import SearchStrategy
+from nas.strategies.data import EpochSampler, RandomBatchSampler
 
 OVERRIDES = ["space.C=4", "space.layers=1", "batch_size=8", "data.max_items=96", "epochs=2",
              "eval=false", "figures=false", "data.train_portion=0.75"]  # fmt: skip

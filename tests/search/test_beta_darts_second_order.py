@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from nas.choices import config_dir
 from nas.plugins import build_components, build_strategy
-from nas.search.base import SearchContext
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 
 

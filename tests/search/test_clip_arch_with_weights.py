@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nas.search import DrNAS, SearchContext
-from nas.search.gdas import GDAS
+from nas.strategies import DrNAS, SearchContext
+from nas.strategies.gdas import GDAS
 from nas.supernet import build_supernet
 
 CLIP = 0.05  # small enough that every step clips

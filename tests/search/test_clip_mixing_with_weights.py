@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nas.search import DARTS, DrNAS, SearchContext
-from nas.search.gdas import GDAS
+from nas.strategies import DARTS, DrNAS, SearchContext
+from nas.strategies.gdas import GDAS
 from nas.supernet import build_supernet
 
 CLIP = 0.05  # small enough that every step clips
@@ -124,7 +124,7 @@ def test_the_architecture_step_is_untouched():
 
 def test_the_gradient_is_that_of_the_perturbed_weights():
     """SDARTS-RS replaces the weights: the norm holds the gradient of those fed to the supernet."""
-    from nas.search.components.sdarts import SDARTS_RS
+    from nas.strategies.components.sdarts import SDARTS_RS
 
     net, strategy = _setup(True, [SDARTS_RS(epsilon_min=0.3, epsilon_max=0.3)])
     batch = _batch()

@@ -18,14 +18,14 @@ from hydra import compose, initialize_config_dir
 
 from nas.choices import config_dir
 from nas.plugins import available, build_components, build_strategy
-from nas.search.base import SearchContext, Shards
-from nas.search.components.base import CAPABILITIES
-from nas.search.components.beta_darts import beta_decay, lambda_at
-from nas.search.components.darts_minus import aux_beta_at
-from nas.search.components.fair_darts import zero_one_loss
-from nas.search.components.pc_darts import node_softmax
-from nas.search.components.sdarts import SDARTS_ADV, clip_to_simplex, epsilon_at
 from nas.selection.argmax import Argmax
+from nas.strategies.base import SearchContext, Shards
+from nas.strategies.components.base import CAPABILITIES
+from nas.strategies.components.beta_darts import beta_decay, lambda_at
+from nas.strategies.components.darts_minus import aux_beta_at
+from nas.strategies.components.fair_darts import zero_one_loss
+from nas.strategies.components.pc_darts import node_softmax
+from nas.strategies.components.sdarts import SDARTS_ADV, clip_to_simplex, epsilon_at
 from nas.supernet import build_supernet
 from nas.supernet.mixed_op import MixedOp
 
@@ -120,7 +120,7 @@ def _cost(space: str = "nb201"):
     """The hardware-cost component with a random additive table of ``space``'s tiny supernet
     (ProxylessNAS's linear form, which always pulls)."""
     from nas.hardware.cost import CostModel, CostObjective
-    from nas.search.components.hardware_cost import HardwareCost
+    from nas.strategies.components.hardware_cost import HardwareCost
 
     shapes = build_supernet(space, C=4, layers=1, num_classes=10).arch_shapes()
     g = torch.Generator().manual_seed(5)

@@ -17,7 +17,7 @@ import torch
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from nas.search import DARTS, SearchContext
+from nas.strategies import DARTS, SearchContext
 from nas.supernet import build_supernet
 
 

@@ -34,8 +34,8 @@ from hydra import compose, initialize_config_dir
 from nas.cli.search import CONFIG_DIR
 from nas.pipeline.search import Preempted, SearchError, SearchRun
 from nas.plugins import available
-from nas.search.base import SearchStrategy
-from nas.search.data import EpochSampler, SeededItems
+from nas.strategies.base import SearchStrategy
+from nas.strategies.data import EpochSampler, SeededItems
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 HOOKED = Path(__file__).parents[1] / "hooked_cli.py"

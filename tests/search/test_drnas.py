@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.distributions import Dirichlet, kl_divergence
 
-from nas.search import DrNAS, SearchContext
-from nas.search.drnas import dirichlet_kl_to_uniform
+from nas.strategies import DrNAS, SearchContext
+from nas.strategies.drnas import dirichlet_kl_to_uniform
 from nas.supernet import build_supernet
 from nas.supernet.widen import widen_op
 from search_spaces.ops import build_op

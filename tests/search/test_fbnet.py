@@ -1,4 +1,4 @@
-"""FBNet (``nas.search.fbnet``): the relaxed sample, its temperature, the step order.
+"""FBNet (``nas.strategies.fbnet``): the relaxed sample, its temperature, the step order.
 
 Known answers: the sample is ``softmax((theta + G) / tau)`` for the noise the step's generator
 drew, tau is ``5.0 * 0.956 ** epoch``, every op runs, the weight step comes before the
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from nas.plugins import build_plugin
-from nas.search import SearchContext
-from nas.search.fbnet import FBNet, fbnet_tau
-from nas.search.sampling import gumbel
+from nas.strategies import SearchContext
+from nas.strategies.fbnet import FBNet, fbnet_tau
+from nas.strategies.sampling import gumbel
 from nas.supernet import build_supernet
 from search_spaces import SPACE_NAMES, get_space
 

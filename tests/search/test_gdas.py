@@ -8,9 +8,9 @@ import pytest
 import torch
 from scipy import stats
 
-from nas.search import SearchContext
-from nas.search.gdas import GDAS, gdas_sample
-from nas.search.sampling import linear_tau
+from nas.strategies import SearchContext
+from nas.strategies.gdas import GDAS, gdas_sample
+from nas.strategies.sampling import linear_tau
 from nas.supernet import build_supernet
 
 
@@ -56,7 +56,7 @@ def test_draws_are_distributed_as_the_softmax_of_alpha_for_any_tau(tau):
 
 
 def test_a_non_finite_draw_is_redrawn(monkeypatch):
-    import nas.search.gdas as gdas_mod
+    import nas.strategies.gdas as gdas_mod
 
     real = gdas_mod.gumbel
     calls = {"n": 0}

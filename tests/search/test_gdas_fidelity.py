@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from nas.search import SearchContext
-from nas.search.gdas import GDAS
+from nas.strategies import SearchContext
+from nas.strategies.gdas import GDAS
 from nas.supernet import build_supernet
 
 CLIP = 0.05  # every step clips

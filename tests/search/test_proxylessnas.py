@@ -1,4 +1,4 @@
-"""ProxylessNAS (``nas.search.proxylessnas``): binary gates, their gradient, the schedule.
+"""ProxylessNAS (``nas.strategies.proxylessnas``): binary gates, their gradient, the schedule.
 
 Known answers at float64: the gates' gradient of every mode equals a brute-force forward in
 which every op runs with a gate of 0 (its output in the graph), the architecture gradient the
@@ -16,8 +16,8 @@ import torch
 
 from experiments.fidelity import common as F
 from nas.plugins import build_plugin
-from nas.search import SearchContext
-from nas.search.proxylessnas import ProxylessNAS, edge_modules, gate_grad_to_alpha
+from nas.strategies import SearchContext
+from nas.strategies.proxylessnas import ProxylessNAS, edge_modules, gate_grad_to_alpha
 from nas.supernet import build_supernet
 from nas.supernet.mixed_op import MixedOp
 from search_spaces import SPACE_NAMES, get_space

@@ -5,8 +5,8 @@ import pytest
 import torch
 from scipy import stats
 
-from nas.search import SearchContext
-from nas.search.reinmax import ReinMax, reinmax_sample
+from nas.strategies import SearchContext
+from nas.strategies.reinmax import ReinMax, reinmax_sample
 from nas.supernet import build_supernet
 
 

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from nas.cli.search import CONFIG_DIR
 from nas.pipeline.search import Preempted, SearchRun
-from nas.search.base import SearchStrategy
+from nas.strategies.base import SearchStrategy
 
 OVERRIDES = [
     "search=drnas",

@@ -9,9 +9,9 @@ import pytest
 import torch
 from scipy import stats
 
-from nas.search import SearchContext
-from nas.search.rsws import RSWS, arch_weights_of, genotype_of, sample_arch
 from nas.selection.rsws import RandomWeightSharingSelection
+from nas.strategies import SearchContext
+from nas.strategies.rsws import RSWS, arch_weights_of, genotype_of, sample_arch
 from nas.supernet import build_supernet
 
 

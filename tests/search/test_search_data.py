@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from nas.run.checkpoint import seed_everything
-from nas.search.data import search_data
+from nas.strategies.data import search_data
 
 
 def _image_folder(root: Path, classes: int = 2, per_class: int = 40) -> None:

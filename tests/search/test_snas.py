@@ -8,8 +8,8 @@ import torch
 from scipy import stats
 
 from nas.plugins import build_plugin
-from nas.search import SearchContext
-from nas.search.snas import op_cost
+from nas.strategies import SearchContext
+from nas.strategies.snas import op_cost
 from nas.supernet import build_supernet
 
 
@@ -122,7 +122,7 @@ def test_the_resource_penalty_pushes_alpha_away_from_expensive_ops(form):
 def test_a_hardware_cost_term_is_refused_not_ignored():
     """SNAS's single-level step and RS-WS's weight-only step have no mixing-weight gradient
     to add a cost to: the cost component is refused when added, as the run adds it."""
-    from nas.search.components.hardware_cost import HardwareCost
+    from nas.strategies.components.hardware_cost import HardwareCost
 
     for name in ("snas", "rsws"):
         strategy = build_plugin("search", name)

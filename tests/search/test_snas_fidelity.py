@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from nas.search import SearchContext
-from nas.search.snas import SNAS
+from nas.strategies import SearchContext
+from nas.strategies.snas import SNAS
 from nas.supernet import build_supernet
 
 

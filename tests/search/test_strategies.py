@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from nas.plugins import PluginError, available, build_plugin
-from nas.search import SearchContext
-from nas.search.base import Shards
+from nas.strategies import SearchContext
+from nas.strategies.base import Shards
 from nas.supernet import build_supernet
 from search_spaces import SPACE_NAMES
 

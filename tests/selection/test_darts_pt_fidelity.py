@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from nas.plugins import build_plugin
-from nas.search import SearchContext
 from nas.selection import PerturbationSelection, evaluate_variants
+from nas.strategies import SearchContext
 from nas.supernet import build_supernet
 
 

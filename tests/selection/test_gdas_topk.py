@@ -2,10 +2,10 @@
 
 import torch
 
-from nas.search import SearchContext
-from nas.search.gdas import GDAS
 from nas.selection.argmax import Argmax
 from nas.selection.gdas_topk import GDASTopK
+from nas.strategies import SearchContext
+from nas.strategies.gdas import GDAS
 from nas.supernet import build_supernet
 from search_spaces import get_space
 

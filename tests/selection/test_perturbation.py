@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from nas.plugins import build_plugin
-from nas.search import SearchContext
 from nas.selection import PerturbationSelection, evaluate_variants
+from nas.strategies import SearchContext
 from nas.supernet import build_supernet
 from search_spaces.ops import Zero
 

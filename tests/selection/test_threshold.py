@@ -16,8 +16,8 @@ from hydra import compose, initialize_config_dir
 
 from nas.choices import config_dir
 from nas.plugins import build_components, build_selector, build_strategy
-from nas.search.base import SearchContext
 from nas.selection.threshold import Threshold, threshold_cell
+from nas.strategies.base import SearchContext
 from nas.supernet import build_supernet
 from search_spaces import get_space
 from search_spaces.darts import NetworkCIFAR

@@ -14,8 +14,8 @@ import torch
 from nas.plugins import build_plugin
 from nas.proxies import Scorable
 from nas.proxies.naswot import naswot_kernel
-from nas.search import SearchContext
 from nas.selection import ZeroCostSelection
+from nas.strategies import SearchContext
 from nas.supernet import build_supernet
 from search_spaces.genotype import DartsGenotype, NB201Genotype
 

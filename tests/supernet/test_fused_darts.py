@@ -16,8 +16,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nas.proxies.base import module_calls
-from nas.search.drnas import dirichlet_rsample
 from nas.selection.projection import EdgeProjection
+from nas.strategies.drnas import dirichlet_rsample
 from nas.supernet import build_supernet
 from nas.supernet.darts import DartsSupernet
 

@@ -14,9 +14,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nas.proxies.base import module_calls
-from nas.search.drnas import dirichlet_rsample
-from nas.search.gdas import gdas_sample
 from nas.selection.projection import EdgeProjection
+from nas.strategies.drnas import dirichlet_rsample
+from nas.strategies.gdas import gdas_sample
 from nas.supernet import build_supernet
 from nas.supernet.nb201 import NB201Supernet
 

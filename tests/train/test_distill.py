@@ -14,7 +14,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from nas.train.distill import DistillError, load_teacher, soft_target_loss
+from nas.training.distill import DistillError, load_teacher, soft_target_loss
 
 
 def events(run_dir: Path, kind: str) -> list[dict]:
@@ -74,7 +74,7 @@ KD = ["distill.weight=0.5", "distill.temperature=2.0"]
 def teacher_run(tmp_path_factory, tiny) -> Path:
     """A finished 1-epoch tiny run (DARTS_V2, C=4, 3 cells): the teacher of the runs below."""
     from nas.cli.train import compose_config
-    from nas.train import run_train
+    from nas.training import run_train
 
     run_dir = tmp_path_factory.mktemp("kd") / "teacher"
     threads = torch.get_num_threads()
@@ -90,7 +90,7 @@ def teacher_run(tmp_path_factory, tiny) -> Path:
 def student_run(tmp_path_factory, tiny, teacher_run) -> Path:
     """2 epochs distilled from ``teacher_run``: the reference of the resume test."""
     from nas.cli.train import compose_config
-    from nas.train import run_train
+    from nas.training import run_train
 
     run_dir = tmp_path_factory.mktemp("kd") / "student"
     threads = torch.get_num_threads()
@@ -129,7 +129,7 @@ def test_the_teacher_sees_the_students_batch_in_eval_mode_without_gradients(
     tmp_path, tiny, teacher_run, one_thread
 ):
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     run = TrainRun(compose_config([*tiny, f"distill.teacher={teacher_run}", *KD]), tmp_path / "r")
     teacher = run.teacher
@@ -221,7 +221,7 @@ def test_a_torchvision_teacher_from_a_file_trains_a_student(tmp_path, tiny, one_
     import torchvision
 
     from nas.cli.train import compose_config
-    from nas.train import run_train
+    from nas.training import run_train
 
     net = torchvision.models.get_model("resnet18", num_classes=10)
     torch.save(net.state_dict(), tmp_path / "resnet18.pt")
@@ -315,7 +315,7 @@ def test_two_processes_each_hold_their_teacher(tmp_path, tiny, nas_train, teache
     parts match the single process's up to per-rank batch-norm statistics (see
     test_train_distributed.py), and the logged parts are summed over the ranks."""
     from nas.cli.train import compose_config
-    from nas.train import run_train
+    from nas.training import run_train
 
     same = ["epochs=1", "augment=false", "model.drop_path=0", f"distill.teacher={teacher_run}",
             *KD]  # fmt: skip

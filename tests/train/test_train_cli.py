@@ -155,7 +155,7 @@ def test_refused_runs_leave_no_trace(tmp_path, nas_train):
 
 def test_eval_only_reproduces_the_final_test_accuracy(tiny, uninterrupted, one_thread):
     from nas.cli.train import compose_config
-    from nas.train import run_eval
+    from nas.training import run_eval
 
     cfg = compose_config([*tiny, "eval_only=true", f"checkpoint={uninterrupted}"])
     result = run_eval(cfg)
@@ -171,7 +171,7 @@ def test_eval_only_gives_the_numbers_of_the_run_with_ema_and_its_eval_batch(
     """``run_eval`` measures with the loop's own set-up (test set, eval batch, loader, network,
     evaluation pass): in the same process it gives the run's last numbers exactly, EMA too."""
     from nas.cli.train import compose_config
-    from nas.train import run_eval, run_train
+    from nas.training import run_eval, run_train
 
     overrides = [*tiny, "epochs=1", "ema.decay=0.5", "eval.batch_size=16", "eval.max_items=40"]
     final = run_train(compose_config(overrides), tmp_path / "ema").results["final"]
@@ -186,7 +186,7 @@ def test_eval_only_refuses_data_of_another_class_count(tmp_path, tiny, uninterru
     from PIL import Image
 
     from nas.cli.train import compose_config
-    from nas.train import TrainError, run_eval
+    from nas.training import TrainError, run_eval
 
     for split in ("train", "val"):
         for name in ("cat", "dog", "fox"):
@@ -238,7 +238,7 @@ def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted, nas_train
 )
 def test_foreign_checkpoints_are_refused(tiny, uninterrupted, overrides, message):
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainError, TrainRun
+    from nas.training.loop import TrainError, TrainRun
 
     cfg = compose_config([*tiny, "epochs=2", "resume=true", *overrides])
     with pytest.raises(TrainError, match=message):
@@ -247,7 +247,7 @@ def test_foreign_checkpoints_are_refused(tiny, uninterrupted, overrides, message
 
 def test_nb201_cell_from_a_search_run_folder(tmp_path, tiny, one_thread):
     from nas.cli.train import compose_config
-    from nas.train import resolve_train_genotype, run_train
+    from nas.training import resolve_train_genotype, run_train
     from search_spaces.nb201 import arch_to_index
 
     search_dir = tmp_path / "search"  # what nas-search writes at the end of an NB201 search
@@ -285,7 +285,7 @@ def test_nb201_cell_from_a_search_run_folder(tmp_path, tiny, one_thread):
 )
 def test_bad_values_are_refused_before_training(tmp_path, tiny, overrides, message):
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainError, TrainRun
+    from nas.training.loop import TrainError, TrainRun
 
     with pytest.raises(TrainError, match=message):
         TrainRun(compose_config([*tiny, *overrides]), tmp_path / "r")

@@ -7,8 +7,8 @@ import pytest
 from nas.cli.train import compose_config, group_options
 from nas.data import dataset_info
 from nas.run.schedules import train_lr_factor
-from nas.train.loop import validate_config
-from nas.train.model import network_from_config, resolve_train_genotype
+from nas.training.loop import validate_config
+from nas.training.model import network_from_config, resolve_train_genotype
 from search_spaces import resolve_genotype
 from search_spaces.families import family_of
 

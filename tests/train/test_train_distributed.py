@@ -39,7 +39,7 @@ def events(run_dir: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def one_and_two(tmp_path_factory, nas_train, tiny) -> tuple[Path, Path, str]:
     from nas.cli.train import compose_config
-    from nas.train import run_train
+    from nas.training import run_train
 
     root = tmp_path_factory.mktemp("ddp")
     threads = torch.get_num_threads()
@@ -109,7 +109,7 @@ def test_stopped_mid_epoch_on_one_process_resumes_on_two(
     the per-rank batch-norm groups the module docstring bounds."""
     from nas.cli.train import compose_config
     from nas.run.signals import Preempted
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     one, _, _ = one_and_two
     run_dir = tmp_path / "moved"

@@ -15,8 +15,8 @@ import torch
 from PIL import Image
 from torch import nn
 
-from nas.train import build_network, resolve_train_genotype
-from nas.train.loop import TrainError, _step_schedule, parameter_groups, validate_config
+from nas.training import build_network, resolve_train_genotype
+from nas.training.loop import TrainError, _step_schedule, parameter_groups, validate_config
 
 NB201_ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
 
@@ -54,7 +54,7 @@ def test_no_weight_decay_groups_pick_batch_norm_and_biases(genotype, layers):
 
 def test_an_optimiser_step_decays_only_the_other_parameters(tmp_path, tiny, one_thread):
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     cfg = compose_config([*tiny, f"genotype={NB201_ARCH}", "model.nb201.C=4", "model.nb201.N=1",
                           "optimizer.no_weight_decay=[bn]", "optimizer.weight_decay=0.1",
@@ -104,7 +104,7 @@ PER_STEP = ["epochs=2", "optimizer.lr_per_step=true"]
 @pytest.fixture(scope="module")
 def per_step_run(tmp_path_factory, tiny) -> Path:
     from nas.cli.train import compose_config
-    from nas.train import run_train
+    from nas.training import run_train
 
     run_dir = tmp_path_factory.mktemp("per_step") / "full"
     threads = torch.get_num_threads()
@@ -128,7 +128,7 @@ def test_a_per_step_run_resumes_exactly_and_refuses_a_new_total(
     tmp_path, tiny, nas_train, per_step_run
 ):
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     run_dir = tmp_path / "stopped"
     proc = hooked_cli.start("train", *tiny, *PER_STEP, f"hydra.run.dir={run_dir}", pause_at_step=6)
@@ -153,7 +153,7 @@ def test_a_checkpoint_written_before_the_options_existed_resumes(tmp_path, tiny,
     import shutil
 
     from nas.cli.train import compose_config
-    from nas.train.loop import TrainRun
+    from nas.training.loop import TrainRun
 
     run_dir = tmp_path / "old"
     shutil.copytree(per_step_run, run_dir)
@@ -192,7 +192,7 @@ def test_four_colour_jitter_factors_replace_the_default_jitter(folders):
     from torchvision import transforms as T
 
     from nas.cli.train import compose_config
-    from nas.train.loop import _train_set
+    from nas.training.loop import _train_set
 
     def jitter(*overrides: str) -> list[T.ColorJitter]:
         data = _train_set(compose_config([*folders, *overrides]))

@@ -10,10 +10,10 @@ from torch.utils.data import TensorDataset
 
 from nas import distributed as D
 from nas.run.schedules import drop_path_prob, train_lr_factor
-from nas.train import EMA, TrainError, build_network, resolve_train_genotype
-from nas.train.data import ResumableDistributedSampler, ShardSampler
-from nas.train.loop import per_rank_batch
-from nas.train.model import unused_parameters
+from nas.training import EMA, TrainError, build_network, resolve_train_genotype
+from nas.training.data import ResumableDistributedSampler, ShardSampler
+from nas.training.loop import per_rank_batch
+from nas.training.model import unused_parameters
 from search_spaces import published_genotype
 from search_spaces.nb201 import arch_to_index
 

@@ -1,6 +1,6 @@
 """Knowledge distillation: a fixed teacher's soft targets next to the labels, in every recipe.
 
-Retraining stage (``nas.train``), an option of the training loop (``nas.train.loop``): with
+Retraining stage (``nas.training``), an option of the training loop (``nas.training.loop``): with
 ``distill.teacher`` and ``distill.weight`` > 0 the training loss of a step is
 
     loss = CE(student, labels) + weight * KD,
@@ -60,7 +60,7 @@ from torch import Tensor, nn
 
 from nas.data import dataset_info
 from nas.run.checkpoint import CheckpointError, load_checkpoint
-from nas.train.model import (
+from nas.training.model import (
     NetworkSpec,
     logits_of,
     network_from_config,

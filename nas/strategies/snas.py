@@ -1,6 +1,6 @@
 """SNAS: stochastic neural architecture search.
 
-Third stage of the pipeline (``nas.search``). Xie, Zheng, Liu, Lin, ICLR 2019, as the official
+Third stage of the pipeline (``nas.strategies``). Xie, Zheng, Liu, Lin, ICLR 2019, as the official
 code (SNAS-Series/SNAS-Series, ``SNAS/``):
 
 * the mixing weights are a soft Gumbel-softmax sample ``w = softmax((alpha + G) / tau)``, no
@@ -48,8 +48,8 @@ import torch
 from torch import Tensor, nn
 
 from nas import distributed as D
-from nas.search.base import Batch, Shards, _zeros_for_none
-from nas.search.sampling import SamplingStrategy, check_tau, gumbel
+from nas.strategies.base import Batch, Shards, _zeros_for_none
+from nas.strategies.sampling import SamplingStrategy, check_tau, gumbel
 from nas.supernet import ArchWeights, Supernet
 from nas.supernet.mixed_op import MixedOp
 

@@ -1,6 +1,6 @@
 """Training and test loaders of the retraining stage, sharded over ranks and resumable mid-epoch.
 
-Retraining stage (``nas.train``): the full training set with the recipe's augmentation and the
+Retraining stage (``nas.training``): the full training set with the recipe's augmentation and the
 test set with the evaluation preprocessing (``nas.data``). Two samplers:
 
 * ``ResumableDistributedSampler``: torch's ``DistributedSampler`` (one permutation per epoch

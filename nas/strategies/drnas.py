@@ -1,6 +1,6 @@
 """DrNAS: architecture search as Dirichlet distribution learning, with progressive learning.
 
-Third stage of the pipeline (``nas.search``). Chen, Wang, Cheng, Tang, Hsieh, "DrNAS:
+Third stage of the pipeline (``nas.strategies``). Chen, Wang, Cheng, Tang, Hsieh, "DrNAS:
 Dirichlet Neural Architecture Search", ICLR 2021:
 
 * each edge's mixing weights are a sample ``w ~ Dir(elu(beta) + 1)`` (eq. 2), drawn with the
@@ -41,7 +41,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from nas.search.darts import DARTS, UNROLLED_R
+from nas.strategies.darts import DARTS, UNROLLED_R
 from nas.supernet import ArchWeights
 
 

@@ -1,6 +1,6 @@
 """RS-WS: random search with weight sharing, the supernet-training half.
 
-Third stage of the pipeline (``nas.search``). Li & Talwalkar, "Random Search and
+Third stage of the pipeline (``nas.strategies``). Li & Talwalkar, "Random Search and
 Reproducibility for Neural Architecture Search", UAI 2019 (liamcli/randomNAS_release,
 ``searchers/random_weight_share.py:72-79``, ``benchmarks/cnn/darts/darts_wrapper_discrete.py``):
 every iteration draws an architecture uniformly at random and takes one SGD step on a training
@@ -18,7 +18,7 @@ batch with it; there are no architecture parameters and no architecture steps.
 * ``grad_clip`` (default 0.25, ``darts_wrapper_discrete.py:169-181``) replaces the run's
   ``optimizer.grad_clip`` (DARTS: 5); null keeps the run's.
 
-Every draw comes from the step's seeded generator (``nas.search.sampling``). The deterministic
+Every draw comes from the step's seeded generator (``nas.strategies.sampling``). The deterministic
 weights (evaluation, ``selection=argmax``/``pt``) are uniform over each edge's ops: RS-WS has
 no preference to derive; its selection is the selector ``rsws`` (``nas.selection.rsws``), which
 scores random architectures on the architecture split.
@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from nas.search.base import Batch, SearchContext, Shards
-from nas.search.sampling import SamplingStrategy
+from nas.strategies.base import Batch, SearchContext, Shards
+from nas.strategies.sampling import SamplingStrategy
 from nas.supernet import ArchWeights, Supernet
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype

@@ -1,6 +1,6 @@
 """From a genotype reference to the network that retrains it.
 
-Retraining stage (``nas.train``), the hand-off from search: ``resolve_train_genotype`` accepts
+Retraining stage (``nas.training``), the hand-off from search: ``resolve_train_genotype`` accepts
 everything a user has at hand after a search or from a paper, and ``build_network`` asks the
 genotype's space family (``search_spaces.families``) for the network the genotype and the data
 call for:

@@ -1,6 +1,6 @@
 """FBNet: hardware-aware efficient ConvNet design via differentiable neural architecture search.
 
-Third stage of the pipeline (``nas.search``). Wu, Dai, Zhang, Wang, Sun, Wu, Tian, Vajda, Jia &
+Third stage of the pipeline (``nas.strategies``). Wu, Dai, Zhang, Wang, Sun, Wu, Tian, Vajda, Jia &
 Keutzer, CVPR 2019. FBNet's search code was not released (facebookresearch/mobile-vision holds
 the found networks' definitions, ``mobile_cv/arch/fbnet_v2/``, and no supernet training); this
 follows the paper (section 3.3, section 4.1):
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nas.search.base import Batch, Shards
-from nas.search.sampling import SamplingStrategy, gumbel
+from nas.strategies.base import Batch, Shards
+from nas.strategies.sampling import SamplingStrategy, gumbel
 from nas.supernet import ArchWeights, Supernet
 
 

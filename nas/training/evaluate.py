@@ -1,6 +1,6 @@
 """Evaluation only: the test accuracy of a training checkpoint (``nas-train eval_only=true``).
 
-Retraining stage (``nas.train``), after the training loop (``nas.train.loop``). Reads a
+Retraining stage (``nas.training``), after the training loop (``nas.training.loop``). Reads a
 ``nas-train`` checkpoint (a file, or a run folder's ``checkpoints/last.pt``) and the test set of
 ``cfg.data``; builds the network, and its EMA copy where the checkpoint holds one, from the
 checkpoint's own config, and measures them with the loop's own set-up: the same test set,
@@ -21,7 +21,7 @@ from nas import distributed as D
 from nas.data import dataset_info
 from nas.run.checkpoint import load_checkpoint
 from nas.run.skeleton import autocast_dtype
-from nas.train.loop import (
+from nas.training.loop import (
     TrainError,
     TrainRun,
     build_train_network,

@@ -1,6 +1,6 @@
 """What the sampling strategies share: seeded draws, the temperature schedule, the epoch count.
 
-Third stage of the pipeline (``nas.search``). GDAS (Dong & Yang, CVPR 2019), SNAS (Xie et al.,
+Third stage of the pipeline (``nas.strategies``). GDAS (Dong & Yang, CVPR 2019), SNAS (Xie et al.,
 ICLR 2019), ReinMax (Liu et al., NeurIPS 2023) and RS-WS (Li & Talwalkar, UAI 2019) draw a
 random architecture (or a relaxed one) at every forward. Every draw comes from a
 ``torch.Generator`` seeded by ``SearchStrategy.draw_seed()`` (the run seed, the global step and
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nas.search.base import SearchStrategy
+from nas.strategies.base import SearchStrategy
 
 
 def check_tau(tau_max: float, tau_min: float) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """beta-DARTS: the Beta-Decay regulariser of the architecture loss.
 
-Third stage of the pipeline (``nas.search``), a component. Ye et al., "beta-DARTS: Beta-Decay
+Third stage of the pipeline (``nas.strategies``), a component. Ye et al., "beta-DARTS: Beta-Decay
 Regularization for Differentiable Architecture Search", CVPR 2022; reference
 Sunshine-Ye/Beta-DARTS (f307704), ``optimizers/darts/architect.py``:
 
@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchContext, SearchStrategy
+    from nas.strategies.base import SearchContext, SearchStrategy
 
 
 def beta_decay(alphas: Sequence[Tensor]) -> Tensor:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor
 
 from nas import distributed as D
-from nas.search.components.base import Component, refuse_missing
+from nas.strategies.components.base import Component, refuse_missing
 
 if TYPE_CHECKING:
     from nas.hardware.cost import CostObjective
-    from nas.search.base import SearchContext, SearchStrategy
+    from nas.strategies.base import SearchContext, SearchStrategy
     from nas.supernet import ArchWeights
 
 

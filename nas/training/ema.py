@@ -1,6 +1,6 @@
 """An exponential moving average (EMA) of a network's weights, evaluated next to the network.
 
-Retraining stage (``nas.train``), an option the papers did not use (``ema.decay=null``, the
+Retraining stage (``nas.training``), an option the papers did not use (``ema.decay=null``, the
 default, leaves it off). After every optimiser step ``ema = decay * ema + (1 - decay) * w`` for
 every parameter (Polyak averaging as in timm's ``ModelEmaV3``); buffers (batch-norm running
 statistics) are copied, since averaging them would mix statistics of different weights. The

@@ -1,4 +1,4 @@
-"""Search components: methods that compose with any strategy (``nas.search.components.base``).
+"""Search components: methods that compose with any strategy (``nas.strategies.components.base``).
 
 One module per method: ``sdarts`` (SDARTS-RS / -ADV), ``beta_darts`` (Beta-Decay),
 ``darts_minus`` (DARTS-'s auxiliary skip), ``pc_darts`` (edge normalisation and warm-up),
@@ -6,6 +6,6 @@ One module per method: ``sdarts`` (SDARTS-RS / -ADV), ``beta_darts`` (Beta-Decay
 term of ``nas.hardware.cost``). Each has a YAML in ``configs/components``.
 """
 
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 
 __all__ = ["Component"]

@@ -1,6 +1,6 @@
 """GDAS: searching for a robust neural architecture in four GPU hours.
 
-Third stage of the pipeline (``nas.search``). Dong & Yang, CVPR 2019, as the reference code
+Third stage of the pipeline (``nas.strategies``). Dong & Yang, CVPR 2019, as the reference code
 (D-X-Y/AutoDL-Projects; ``xautodl/models/cell_searchs/search_model_gdas.py:114-129``,
 ``search_model_gdas_nasnet.py:164-183``, ``exps/NAS-Bench-201-algos/GDAS.py``):
 
@@ -40,8 +40,8 @@ import torch
 from torch import Tensor
 
 from nas import distributed as D
-from nas.search.base import Batch, Shards
-from nas.search.sampling import SamplingStrategy, check_tau, gumbel, linear_tau
+from nas.strategies.base import Batch, Shards
+from nas.strategies.sampling import SamplingStrategy, check_tau, gumbel, linear_tau
 from nas.supernet import ArchWeights
 
 # a draw that keeps producing inf/NaN is a broken alpha, not bad luck: say so instead of looping

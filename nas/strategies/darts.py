@@ -1,6 +1,6 @@
 """DARTS: differentiable architecture search, first and second order.
 
-Third stage of the pipeline (``nas.search``). Liu, Simonyan & Yang, "DARTS: Differentiable
+Third stage of the pipeline (``nas.strategies``). Liu, Simonyan & Yang, "DARTS: Differentiable
 Architecture Search", ICLR 2019. Mixing weights are ``softmax(alpha)`` over each edge's ops
 (eq. 1). The architecture gradient is either first order (eq. 6 with xi = 0: the validation
 loss at the current weights) or second order (eqs. 6-8):
@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from nas import distributed as D
-from nas.search.base import Batch, SearchStrategy, Shards, _zeros_for_none
+from nas.strategies.base import Batch, SearchStrategy, Shards, _zeros_for_none
 from nas.supernet import ArchWeights
 
 UNROLLED_R = 0.01  # the reference's R = 0.01 / ||v|| (cnn/architect.py, _hessian_vector_product)

@@ -1,7 +1,7 @@
 """DARTS-: an auxiliary skip connection on every edge, decayed to nothing during the search.
 
-Third stage of the pipeline (``nas.search``), a component. Chu et al., "DARTS-: Robustly Stepping
-out of Performance Collapse Without Indicators", ICLR 2021; reference Meituan-AutoML/DARTS-
+Third stage of the pipeline (``nas.strategies``), a component. Chu et al., "DARTS-: Robustly
+Stepping out of Performance Collapse Without Indicators", ICLR 2021; reference Meituan-AutoML/DARTS-
 (adb81a8). Every edge of both cell types gets ``beta_e * aux(x)`` added to its mixed output,
 outside the mixing weights (``src/search/model_search.py: MixedOp``): ``aux`` is the identity on
 stride-1 edges and ``FactorizedReduce(C, C, affine=False)`` on stride-2 edges (or, with
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 from search_spaces.ops import FactorizedReduce
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchContext, SearchStrategy
+    from nas.strategies.base import SearchContext, SearchStrategy
     from nas.supernet import Supernet
     from nas.supernet.mixed_op import MixedOp
 

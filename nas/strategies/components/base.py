@@ -1,6 +1,6 @@
 """The component seam: robustness methods and objectives that compose with any strategy.
 
-Third stage of the pipeline (``nas.search``). A *component* changes one part of a search
+Third stage of the pipeline (``nas.strategies``). A *component* changes one part of a search
 without owning it: the strategy (DARTS, DrNAS, ...) still owns the architecture parameters,
 their optimiser and the bi-level step; a component plugs into named hooks of that step, so a
 strategy and a component meet only here and no code is written for a pair. A config lists
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchContext, SearchStrategy, Shards
+    from nas.strategies.base import SearchContext, SearchStrategy, Shards
     from nas.supernet import ArchWeights, Supernet
 
 #: What a strategy's steps may do with the components' hooks. A strategy declares the ones it

@@ -1,6 +1,6 @@
 """SDARTS-RS and SDARTS-ADV: smooth the architecture landscape by perturbing the weight step.
 
-Third stage of the pipeline (``nas.search``), a component. Chen & Hsieh, "Stabilizing
+Third stage of the pipeline (``nas.strategies``), a component. Chen & Hsieh, "Stabilizing
 Differentiable Architecture Search via Perturbation-based Regularization", ICML 2020; reference
 xiangning-chen/SmoothDARTS (d3dbfed). The architecture step is the strategy's, on unperturbed
 weights; the weight step trains the supernet under mixing weights ``A`` perturbed within an
@@ -46,10 +46,10 @@ import torch
 from torch import Tensor
 
 from nas import distributed as D
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchContext, SearchStrategy, Shards
+    from nas.strategies.base import SearchContext, SearchStrategy, Shards
     from nas.supernet import ArchWeights, Supernet
 
 

@@ -1,6 +1,6 @@
 """The search data: the two splits of the training set, read resumably at any world size.
 
-Third stage of the pipeline (``nas.search``). The reference ``train_search.py`` of DARTS (Liu
+Third stage of the pipeline (``nas.strategies``). The reference ``train_search.py`` of DARTS (Liu
 et al., ICLR 2019) splits the training set by index into a weight half and an architecture half
 (DrNAS / PC-DARTS take per-class subsets of ImageNet instead; an image folder may bring its own
 held-out folder). Each split is read by an ``EpochSampler``: the order of an epoch is a pure

@@ -1,6 +1,6 @@
 """FairDARTS: independent sigmoid weights and the zero-one loss.
 
-Third stage of the pipeline (``nas.search``), a component. Chu et al., "Fair DARTS: Eliminating
+Third stage of the pipeline (``nas.strategies``), a component. Chu et al., "Fair DARTS: Eliminating
 Unfair Advantages in Differentiable Architecture Search", ECCV 2020; reference
 xiaomi-automl/FairDARTS (270cfc9, ``fairdarts/``):
 
@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchStrategy
+    from nas.strategies.base import SearchStrategy
     from nas.supernet import Supernet
 
 

@@ -1,6 +1,6 @@
 """The search-strategy seam: who owns the architecture parameters and how a bi-level step runs.
 
-Third stage of the pipeline (``nas.search``). A strategy owns the architecture parameters (real
+Third stage of the pipeline (``nas.strategies``). A strategy owns the architecture parameters (real
 ``nn.Parameter``s in its ``state_dict``) and their optimiser; ``arch_weights`` turns them into
 the supernet's mixing weights, and ``step`` performs one bi-level update (Liu et al., ICLR 2019,
 Alg. 1): an architecture step on a validation batch, then a weight step on a training batch.
@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from nas import distributed as D
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 from nas.supernet import ArchWeights, Supernet
 
 Batch = tuple[Tensor, Tensor]
@@ -115,7 +115,7 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: how the mixing weights come from the architecture parameters, in words (for messages)
     mixing: ClassVar[str] = "mixing weights of its own making"
     #: what the strategy's steps do with the components' hooks
-    #: (``nas.search.components.base.CAPABILITIES``): the base class's steps call every hook
+    #: (``nas.strategies.components.base.CAPABILITIES``): the base class's steps call every hook
     #: but ``mixing`` (a strategy says "softmax" where its weights go through ``mix``); a
     #: strategy whose own ``step`` skips a hook must leave that capability out, and the
     #: components that need it are then refused before the run (``add_components``)
@@ -196,7 +196,7 @@ class SearchStrategy(nn.Module, abc.ABC):
         # What a selector lays over the weights (DARTS-PT's decided edges:
         # nas.selection.projection); it owns that state, the strategy only applies it.
         self.weight_override: Callable[[ArchWeights], ArchWeights] | None = None
-        # the components listed next to the strategy (nas.search.components), in order; their
+        # the components listed next to the strategy (nas.strategies.components), in order; their
         # parameters are architecture parameters and their state is in the checkpoint
         self.components = nn.ModuleList()
 
@@ -586,7 +586,7 @@ class SearchStrategy(nn.Module, abc.ABC):
         weight_grads: list[Tensor | None],
         metrics: dict[str, Tensor],
     ) -> tuple[list[Tensor | None], Tensor | None]:
-        """The components' loss transforms (the hardware cost, ``nas.search.components.
+        """The components' loss transforms (the hardware cost, ``nas.strategies.components.
         hardware_cost``): turn the gradients of this process's share of the validation loss
         (w.r.t. the mixing weights) into those of the loss they build; returns them and the
         loss's factor on CE (None where no component scales it)."""

@@ -1,6 +1,6 @@
 """PC-DARTS: partial channels, edge normalisation and an architecture warm-up.
 
-Third stage of the pipeline (``nas.search``), a component. Xu et al., "PC-DARTS: Partial
+Third stage of the pipeline (``nas.strategies``), a component. Xu et al., "PC-DARTS: Partial
 Channel Connections for Memory-Efficient Architecture Search", ICLR 2020; reference
 yuhuixu1993/PC-DARTS (b74702f):
 
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from nas.search.components.base import Component
+from nas.strategies.components.base import Component
 
 if TYPE_CHECKING:
-    from nas.search.base import SearchContext, SearchStrategy
+    from nas.strategies.base import SearchContext, SearchStrategy
     from nas.supernet import ArchWeights, Supernet
 
 

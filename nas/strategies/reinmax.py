@@ -1,6 +1,6 @@
 """ReinMax as an architecture sampler: one-hot samples with a second-order (Heun) gradient.
 
-Third stage of the pipeline (``nas.search``). Liu, Zhao, Chen, Gao, Han, "Bridging Discrete and
+Third stage of the pipeline (``nas.strategies``). Liu, Zhao, Chen, Gao, Han, "Bridging Discrete and
 Backpropagation: Straight-Through and Beyond", NeurIPS 2023; the estimator of the ``reinmax``
 package (``reinmax/reinmax.py``, LiyuanLucasLiu/ReinMax), used for NAS as
 automl/ConfigurableOptimizer's ``ReinMaxSampler`` does (a GDAS sampler with another estimator):
@@ -10,7 +10,7 @@ automl/ConfigurableOptimizer's ``ReinMaxSampler`` does (a GDAS sampler with anot
 * backward, with ``g = dL/dD``, ``g_p = dL/dpi0``, ``J(pi) v = pi * v - pi (pi . v)`` and
   ``pi1 = (softmax(theta / tau) + D) / 2``:
   ``grad theta = J(pi1)(2 g) + J(pi0)(g_p - g / 2)``, minus its mean over the categories;
-* everything else is GDAS's (``nas.search.gdas``): tau linear per epoch from ``tau_max`` to
+* everything else is GDAS's (``nas.strategies.gdas``): tau linear per epoch from ``tau_max`` to
   ``tau_min`` (10 -> 0.1, ConfigurableOptimizer's inherited schedule; the package advises
   tau >= 1, which this schedule leaves in the last ~10% of the epochs, so both ends are
   settings), the weight step before the architecture step, alpha ``1e-3 * N(0, 1)``, Adam.
@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from nas.search.gdas import GDAS
+from nas.strategies.gdas import GDAS
 from nas.supernet import ArchWeights
 
 

@@ -1,6 +1,6 @@
 """ProxylessNAS: direct neural architecture search on target task and hardware (binary gates).
 
-Third stage of the pipeline (``nas.search``). Cai, Zhu & Han, ICLR 2019, as the search code of
+Third stage of the pipeline (``nas.strategies``). Cai, Zhu & Han, ICLR 2019, as the search code of
 mit-han-lab/proxylessnas (``search/modules/mix_op.py``: ``MixedEdge``; ``search/nas_manager.py``:
 ``ArchSearchRunManager.train`` / ``gradient_step``, ``GradientArchSearchConfig``;
 ``search/imagenet_arch_search.py``: the paper's settings):
@@ -56,8 +56,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nas.search.base import Batch, Shards, _zeros_for_none
-from nas.search.sampling import SamplingStrategy
+from nas.strategies.base import Batch, Shards, _zeros_for_none
+from nas.strategies.sampling import SamplingStrategy
 from nas.supernet import ArchWeights, Supernet
 from nas.supernet.mixed_op import MixedOp
 

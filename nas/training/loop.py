@@ -1,6 +1,6 @@
 """The retraining loop: train a genotype's network from scratch, the way the papers did.
 
-Retraining stage (``nas.train``), after search and selection. One loop for every recipe of
+Retraining stage (``nas.training``), after search and selection. One loop for every recipe of
 ``configs/train/experiment``:
 
 * DARTS CIFAR-10 (Liu et al., ICLR 2019, ``train.py``): SGD momentum 0.9, lr 0.025 cosine to 0,
@@ -17,11 +17,11 @@ the end of an epoch: epoch e trains with factor(e)), or with ``optimizer.lr_per_
 step, as ProxylessNAS's cosine (step i of epoch e trains with factor(e + i / steps per epoch)).
 Options of every recipe: ``optimizer.no_weight_decay`` (batch-norm and / or bias parameters
 without weight decay, ProxylessNAS's ``no_decay_keys``), ``data.color_jitter`` as four factors,
-and knowledge distillation from a fixed teacher (``distill``, ``nas.train.distill``: the loss
+and knowledge distillation from a fixed teacher (``distill``, ``nas.training.distill``: the loss
 is CE + weight x KD, both parts logged as ``train_ce`` and ``train_kd``).
 
 Data parallel: under ``torchrun`` every process takes ``batch_size / world_size`` images of
-each global batch (``nas.train.data``), gradients are averaged by DDP
+each global batch (``nas.training.data``), gradients are averaged by DDP
 (``nas.distributed``, the only ``torch.distributed`` code), so the recipe's global batch
 and learning rate hold whatever the world size. Metrics are summed over the ranks (loss x
 images, correct, images) before they are divided. Rank 0 alone writes the run folder and prints.
@@ -35,7 +35,7 @@ resume in the middle of an epoch sees the same images with other augmentation dr
 
 The test set, its loader, the network's building and placement and the evaluation pass are
 module functions (``eval_dataset``, ``eval_data_loader``, ``build_train_network``,
-``place_network``, ``evaluate_network``), which ``nas.train.evaluate`` (``eval_only=true``)
+``place_network``, ``evaluate_network``), which ``nas.training.evaluate`` (``eval_only=true``)
 measures a checkpoint with.
 """
 
@@ -72,10 +72,10 @@ from nas.run.schedules import drop_path_prob, train_lr_factor
 from nas.run.seeds import TRAIN_EPOCH_RNG, stream_seed
 from nas.run.skeleton import Run, autocast, to_device
 from nas.summary import summarize
-from nas.train.data import eval_loader, start_epoch, train_loader, with_color_jitter
-from nas.train.distill import DistillError, Teacher, kd_loss, load_teacher
-from nas.train.ema import EMA
-from nas.train.model import (
+from nas.training.data import eval_loader, start_epoch, train_loader, with_color_jitter
+from nas.training.distill import DistillError, Teacher, kd_loss, load_teacher
+from nas.training.ema import EMA
+from nas.training.model import (
     NetworkSpec,
     logits_of,
     network_from_config,
@@ -241,7 +241,7 @@ def eval_batch_size(cfg: DictConfig, world_size: int) -> int:
 def eval_data_loader(
     dataset: Dataset[Any], cfg: DictConfig, *, batch_size: int, env: D.DistEnv
 ) -> DataLoader[Any]:
-    """This rank's loader of the test set (``nas.train.data.eval_loader``), as ``cfg.data``
+    """This rank's loader of the test set (``nas.training.data.eval_loader``), as ``cfg.data``
     asks for workers and pinned memory."""
     return eval_loader(
         dataset,
@@ -377,7 +377,7 @@ class TrainRun(Run):
         self.steps_per_epoch = max(1, math.ceil(self.num_train / int(cfg.batch_size)))
 
     def _build_teacher(self, image_size: int) -> Teacher | None:
-        """This rank's distillation teacher on its device, or None (``nas.train.distill``)."""
+        """This rank's distillation teacher on its device, or None (``nas.training.distill``)."""
         distill = self.cfg.get("distill")
         if distill is None or distill.teacher is None:
             return None
@@ -461,7 +461,7 @@ class TrainRun(Run):
     def _resume_state(self) -> dict[str, Any] | None:
         """Runs on rank 0: the checkpoint to continue, or None for a new run. A checkpoint
         written in the middle of an epoch resumes at any world size: its position counts
-        global batches, which every world size splits the same way (``nas.train.data``)."""
+        global batches, which every world size splits the same way (``nas.training.data``)."""
         state = self.load_resume_checkpoint()
         if state is None:
             return None
