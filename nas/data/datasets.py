@@ -4,7 +4,8 @@ Data stage (``nas.data``): feeds ``nas.strategies`` (its weight / architecture s
 ``nas.strategies.data``) and ``nas.training`` (the full training set, the test set). Every
 dataset is registered by name in ``DATASETS`` with its class count, image side, channel
 statistics and builder (the readers of the formats: ``nas.data.formats``);
-``build_dataset(name, ...)`` is the one entry point, ``dataset_info`` the shape of a dataset without reading it.
+``build_dataset(name, ...)`` is the one entry point, ``dataset_info`` the shape of a dataset
+without reading it.
 
 * ``cifar10`` / ``cifar100``: the "python version" folders of Krizhevsky (2009)
   (``cifar-10-batches-py``, ``cifar-100-python``).

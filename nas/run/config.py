@@ -197,6 +197,14 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
                 "nas-search run"
             )
     _check_where_it_runs(check, cfg, error)
+    if OmegaConf.select(cfg, "amp", default=None) == "fp16":
+        # float16 gradients underflow without loss scaling (PyTorch's AMP recipe pairs fp16
+        # with GradScaler); the search's steps (two optimisers, unrolled and Hessian-vector
+        # products, gradients rewritten by components) have none, and bf16 needs none
+        raise error(
+            "amp=fp16: the search has no loss scaling, so float16 gradients would underflow; "
+            "use amp=bf16 (float32's range) or amp=null"
+        )
     _check_data_loading(check)
     check("data.train_portion", _optional(lambda v: _is_number(v) and 0 < v <= 1),
           "a number in (0, 1]")  # fmt: skip

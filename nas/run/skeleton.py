@@ -52,6 +52,12 @@ def autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
     raise ValueError(f"amp must be null, bf16 or fp16, got {amp!r}")
 
 
+def grad_scaler(device: torch.device, dtype: torch.dtype | None) -> torch.amp.GradScaler:
+    """Loss scaling for float16 autocast only (PyTorch's AMP recipe: float16 gradients
+    underflow without it; bfloat16 has float32's range and needs none), on ``device``."""
+    return torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+
+
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager[Any]:
     """``torch.autocast`` to ``dtype``, or a disabled one for full precision."""
     return torch.autocast(

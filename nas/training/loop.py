@@ -70,7 +70,7 @@ from nas.run.disk import atomic_write_text
 from nas.run.resume import follow_new_schedule
 from nas.run.schedules import drop_path_prob, train_lr_factor
 from nas.run.seeds import TRAIN_EPOCH_RNG, stream_seed
-from nas.run.skeleton import Run, autocast, to_device
+from nas.run.skeleton import Run, autocast, grad_scaler, to_device
 from nas.summary import summarize
 from nas.training.data import eval_loader, start_epoch, train_loader, with_color_jitter
 from nas.training.distill import DistillError, Teacher, kd_loss, load_teacher
@@ -451,9 +451,7 @@ class TrainRun(Run):
         self.kd_temperature = float(distill.temperature) if distill is not None else 1.0
         self.kd_scale_t2 = bool(distill.scale_t2) if distill is not None else True
         self.grad_clip = float(opt.grad_clip or 0.0)
-        self.scaler = torch.amp.GradScaler(
-            self.device.type, enabled=self.amp_dtype == torch.float16
-        )
+        self.scaler = grad_scaler(self.device, self.amp_dtype)
         self.train_criterion = nn.CrossEntropyLoss(label_smoothing=float(cfg.label_smoothing))
 
     # ------------------------------------------------------------------------ checkpoints

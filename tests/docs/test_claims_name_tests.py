@@ -1,8 +1,8 @@
 """Every test a promise names exists: the README, ``docs/reliability.md``,
-``docs/ARCHITECTURE.md``, ``docs/contributing.md`` and ``docs/fidelity.md`` back their claims by
-naming the test that proves each (a file ``tests/...py``, optionally ``::test_name``, or a
-``test_name`` in backticks); a renamed or deleted test fails here, naming the page and the
-name."""
+``docs/ARCHITECTURE.md``, ``docs/contributing.md``, ``docs/fidelity.md`` and
+``docs/performance.md`` back their claims by naming the test that proves each (a file
+``tests/...py``, optionally ``::test_name``, or a ``test_name`` in backticks); a renamed or
+deleted test fails here, naming the page and the name."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ PAGES = [
     "docs/ARCHITECTURE.md",
     "docs/contributing.md",
     "docs/fidelity.md",
+    "docs/performance.md",
 ]
 PATH = re.compile(r"tests/[\w/*<>.-]+\.py(?:::(\w+))?")
 NAME = re.compile(r"`(test_\w+)`|::(test_\w+)|\b(test_\w+)\b(?=[`\s,;)(])")
