@@ -65,7 +65,9 @@ def test_the_search_loss_is_at_least_float32_under_autocast(dtype):
     ctx = SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), 5.0, autocast_dtype=amp)
     strategy.attach(ctx)
     x = torch.randn(4, 3, 8, 8, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
-    loss, logits = strategy.loss((x, torch.randint(0, 10, (4,))), strategy.arch_weights(sample=False))
+    loss, logits = strategy.loss(
+        (x, torch.randint(0, 10, (4,))), strategy.arch_weights(sample=False)
+    )
     assert logits.dtype == (torch.bfloat16 if amp else x.dtype)
     assert loss.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
 
