@@ -15,12 +15,25 @@ run folder, finished or stopped, searched or trained): the genotype, the per-epo
 pandas DataFrame with ``Run.dataframe()`` where pandas is installed), the final results of a
 training, the NAS-Bench-201 accuracies of a searched NB201 cell. ``nas.api.search_config`` /
 ``train_config`` return the config a run would use, composed and checked, without running.
+
+A value given in ``overrides={...}`` reaches the config as given: ``{"data.root": "/data/a,b"}``
+sets that one path, where the command line would read ``a,b`` as a sweep. An argument of a
+type the function does not take (``overrides=42``, ``components="pc_darts"``,
+``genotype=3.5``) is refused with a ``RunError`` naming the parameter and the types it takes,
+and a bad name (``space="nope"``) before torch is imported.
+
+One run at a time in a process: Hydra's config of the running job and the global random
+generators that a run seeds are shared by all of a process's threads, so a second
+``search`` / ``train`` (or ``*_config``) called while one runs, from another thread, is refused
+with a ``RunError``. Runs side by side go in separate processes (``multiprocessing``,
+``subprocess``, one ``nas-search`` each), whose folders, locks, logs and trackers are their own.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +59,13 @@ __all__ = [
 ]
 
 Overrides = Sequence[str] | Mapping[str, Any]
+
+# One run (or composition) at a time in a process: Hydra's config of the running job
+# (``HydraConfig``) and the global random generators that ``seed_everything`` seeds are shared
+# by every thread, so two runs in threads of one process would read each other's. A second
+# call while one holds this lock is refused with one line; runs side by side go in separate
+# processes (each its own ``nas.search`` / ``nas-search``), which share nothing.
+_ONE_RUN = threading.Lock()
 
 
 class RunError(ValueError):
@@ -75,7 +95,8 @@ class Run:
     ``kind``: ``"search"`` or ``"train"``. ``finished``: a search wrote its genotype, a
     training its ``results.json``. ``events``: every line of ``metrics.jsonl`` (``epochs`` holds
     the per-epoch ones). ``results``: a training's ``results.json`` (parameters,
-    multiply-adds, final and best accuracies); None for a search.
+    multiply-adds, final and best accuracies); empty for a search and for a training that has not
+    finished (a dict either way, so ``run.results["final"]`` type-checks in user code).
     """
 
     path: Path
@@ -84,7 +105,7 @@ class Run:
     genotype: Any = None
     finished: bool = False
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)
-    results: dict[str, Any] | None = field(default=None, repr=False)
+    results: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def epochs(self) -> list[dict[str, Any]]:
@@ -140,7 +161,9 @@ def load_run(path: str | Path) -> Run:
         if "genotype" in config or (run_dir / "results.json").is_file():
             results = _read_results(run_dir / "results.json")
             genotype = _trained_genotype(results, events)
-            return Run(run_dir, "train", config, genotype, results is not None, events, results)
+            return Run(
+                run_dir, "train", config, genotype, results is not None, events, results or {}
+            )
         record = read_genotype_record(run_dir / "genotype.json")
         genotype = None
         if record is not None:
@@ -210,7 +233,7 @@ def search(
 
     argv = _search_argv(space, strategy, selection, components, data, cost, experiment,
                         overrides, run_dir, resume, config_dirs)  # fmt: skip
-    with _as_api_errors("nas.search"), job_context():
+    with _one_run("nas.search"), _as_api_errors("nas.search"), job_context():
         cfg, folder = _compose_search(argv)
         result = command.search_job(cfg, folder)
     return load_run(result.run_dir)
@@ -235,7 +258,7 @@ def search_config(
     strategy or supernet from it (``nas.plugins``). Raises ``RunError``."""
     argv = _search_argv(space, strategy, selection, components, data, cost, experiment,
                         overrides, run_dir, resume, config_dirs)  # fmt: skip
-    with _as_api_errors("nas.search_config"), job_context():
+    with _one_run("nas.search_config"), _as_api_errors("nas.search_config"), job_context():
         cfg, _ = _compose_search(argv)
     return cfg
 
@@ -260,7 +283,7 @@ def train(
     from nas.cli import train as command
 
     argv = _train_argv(genotype, experiment, data, overrides, run_dir, resume, config_dirs)
-    with _as_api_errors("nas.train"), job_context():
+    with _one_run("nas.train"), _as_api_errors("nas.train"), job_context():
         cfg, folder = _compose_train(argv)
         result = command.train_job(cfg, folder)
     return load_run(result.run_dir)
@@ -279,7 +302,7 @@ def train_config(
     """The config ``train`` (and ``nas-train``) would run with for these arguments, checked,
     without running anything. Raises ``RunError``."""
     argv = _train_argv(genotype, experiment, data, overrides, run_dir, resume, config_dirs)
-    with _as_api_errors("nas.train_config"), job_context():
+    with _one_run("nas.train_config"), _as_api_errors("nas.train_config"), job_context():
         cfg, _ = _compose_train(argv)
     return cfg
 
@@ -298,8 +321,19 @@ def _search_argv(
     config_dirs: Sequence[str | Path],
 ) -> list[str]:
     """``nas-search``'s command line for ``search``'s arguments."""
+    for name, value in (("space", space), ("strategy", strategy), ("selection", selection),
+                        ("data", data), ("cost", cost), ("experiment", experiment)):  # fmt: skip
+        _check_name(name, value)
     if isinstance(components, str):
         raise RunError(f"components={components!r} is one string; expected a list of names")
+    if components is not None and (
+        not isinstance(components, Sequence) or not all(isinstance(c, str) for c in components)
+    ):
+        raise RunError(
+            f"components={components!r} is {_a_type(components)}; expected a list of "
+            "component names (str) or None"
+        )
+    _check_common(run_dir, resume, config_dirs)
     return [
         *_choice("space", space),
         *_choice("search", strategy),
@@ -331,6 +365,9 @@ def _train_argv(
     config_dirs: Sequence[str | Path],
 ) -> list[str]:
     """``nas-train``'s command line for ``train``'s arguments."""
+    _check_name("experiment", experiment)
+    _check_name("data", data)
+    _check_common(run_dir, resume, config_dirs)
     argv = [
         *([f"genotype={_genotype_spec(genotype)}"] if genotype is not None else []),
         *_choice("experiment", experiment),
@@ -361,6 +398,50 @@ def _compose_train(argv: list[str]) -> tuple[DictConfig, Path]:
 # --------------------------------------------------------------------------- helpers
 
 
+def _a_type(value: Any) -> str:
+    """``value``'s type with its article: "an int", "a float"."""
+    name = type(value).__name__
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+def _check_name(parameter: str, value: Any) -> None:
+    """``RunError`` unless ``value`` is a config name (str) or None."""
+    if value is not None and not isinstance(value, str):
+        raise RunError(
+            f"{parameter}={value!r} is {_a_type(value)}; expected a config name (str) or None"
+        )
+
+
+def _check_common(run_dir: Any, resume: Any, config_dirs: Any) -> None:
+    """``RunError`` naming the parameter where ``run_dir``, ``resume`` or ``config_dirs`` has
+    a type they do not take."""
+    if run_dir is not None and not isinstance(run_dir, (str, Path)):
+        raise RunError(f"run_dir={run_dir!r} is {_a_type(run_dir)}; expected a str, a Path or None")
+    if not isinstance(resume, bool):
+        raise RunError(f"resume={resume!r} is {_a_type(resume)}; expected True or False")
+    if isinstance(config_dirs, (str, Path)) or not (
+        isinstance(config_dirs, Sequence) and all(isinstance(d, (str, Path)) for d in config_dirs)
+    ):
+        raise RunError(
+            f"config_dirs={config_dirs!r} is {_a_type(config_dirs)}; expected a list of "
+            "folders (str or Path)"
+        )
+
+
+@contextmanager
+def _one_run(function: str) -> Iterator[None]:
+    """Hold the process's run lock for one call; refuse the call if another holds it."""
+    if not _ONE_RUN.acquire(blocking=False):
+        raise RunError(
+            f"{function}: another nas.search / nas.train is running in this process; run them "
+            "side by side in separate processes (one Python process or nas-search each)"
+        )
+    try:
+        yield
+    finally:
+        _ONE_RUN.release()
+
+
 def _choice(group: str, name: str | None) -> list[str]:
     return [] if name is None else [f"{group}={name}"]
 
@@ -373,8 +454,8 @@ def _value(value: Any) -> str:
         return "null"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_value(v) for v in value) + "]"
-    if isinstance(value, Path):
-        return _quoted(str(value))
+    if isinstance(value, (Path, str)):
+        return _quoted(str(value))  # "/data/a,b" stays one string, not a sweep
     return str(value)
 
 
@@ -391,8 +472,18 @@ def _override_list(overrides: Overrides) -> list[str]:
             f"overrides={overrides!r} is one string; expected a list of key=value strings or a dict"
         )
     if isinstance(overrides, Mapping):
+        for key in overrides:
+            if not isinstance(key, str):
+                raise RunError(
+                    f"overrides key {key!r} is {_a_type(key)}; expected a dotted config key (str)"
+                )
         return [f"{key}={_value(value)}" for key, value in overrides.items()]
-    return [str(o) for o in overrides]
+    if not isinstance(overrides, Sequence) or not all(isinstance(o, str) for o in overrides):
+        raise RunError(
+            f"overrides={overrides!r} is {_a_type(overrides)}; expected a list of "
+            "key=value strings or a dict of values by dotted key"
+        )
+    return list(overrides)
 
 
 def _common(
@@ -415,8 +506,11 @@ def _genotype_spec(genotype: Any) -> str:
         return str(genotype.path)
     if isinstance(genotype, Path):
         return str(genotype.expanduser().absolute())
-    if isinstance(genotype, bool):
-        raise RunError(f"genotype={genotype!r}; expected a genotype, its text, a name or a path")
+    if isinstance(genotype, (bool, float, complex, bytes, dict, set)):
+        raise RunError(
+            f"genotype={genotype!r} is {_a_type(genotype)}; expected a Run, a genotype, "
+            "its text (str), a published name (str), an NB201 index (int) or a path"
+        )
     return str(genotype)
 
 
