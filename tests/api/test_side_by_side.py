@@ -14,15 +14,14 @@ from pathlib import Path
 from tests.api.test_api import ENV, TINY_SEARCH, _events
 
 SCRIPT = textwrap.dedent(
-    """
+    f"""
     import sys
     import nas
 
     run_dir, seed = sys.argv[1], int(sys.argv[2])
-    overrides = {**%r, "seed": seed}
+    overrides = {{**{TINY_SEARCH!r}, "seed": seed}}
     nas.search(space="nb201", strategy="gdas", overrides=overrides, run_dir=run_dir)
     """
-    % TINY_SEARCH
 )
 
 
