@@ -5,7 +5,11 @@ install) carries the same files as the package data ``nas/configs`` (``setup.py`
 folder there at build time), so the commands work from any folder; a source checkout or an
 editable install reads ``configs/`` itself. Users add folders of their own (new ``data/``,
 ``experiment/``, ``train/experiment/`` files) with Hydra's ``hydra.searchpath=[file:///dir]``
-or ``--config-dir /dir``; the group checks here accept the names found there too.
+or ``--config-dir /dir``; the group checks here accept the names found there too. An
+installed package adds its folder without any flag through the entry-point group
+``nas_toolkit.configs`` (``installed_config_folders``): its plug-ins (strategies, components,
+selectors, data sets, experiments; their ``_target_`` classes in the package) are then names
+of the groups like the toolkit's own, as pytest finds its plug-ins.
 
 ``nas-train``'s configs have their own root, ``configs/train`` (a user folder's ``train/``);
 the groups it shares with ``nas-search`` (``data/``, ``hydra/launcher/``) reach it through
@@ -15,8 +19,10 @@ on its search path and no command line is rewritten to find ``configs/``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
@@ -24,16 +30,65 @@ from hydra.plugins.config_source import ConfigSource
 from omegaconf import OmegaConf
 
 from nas.choices import config_dir, options
+from nas.cli.config_check import CommandLineError
 
 __all__ = [
     "config_dir",
     "config_groups",
+    "installed_config_folders",
     "options",
     "remove_stored",
     "store_groups",
     "user_folders",
     "user_search_path",
+    "with_installed_configs",
 ]
+
+#: The entry-point group through which an installed package adds a config folder, laid out as
+#: ``configs/``: ``[project.entry-points."nas_toolkit.configs"] <name> = "<package.folder>"``,
+#: where ``<package.folder>`` is an importable package whose folder holds ``search/``,
+#: ``components/``, ``selection/``, ... (each YAML's ``_target_`` a class of the package).
+ENTRY_POINTS = "nas_toolkit.configs"
+
+
+def installed_config_folders() -> list[Path]:
+    """The config folders of installed packages (``ENTRY_POINTS``), in name order;
+    ``CommandLineError`` (one line) naming an entry point whose package cannot be found."""
+    folders = []
+    for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
+        try:
+            spec = importlib.util.find_spec(ep.value)
+        except (ImportError, ValueError):
+            spec = None
+        where = None
+        if spec is not None and spec.submodule_search_locations:
+            where = Path(next(iter(spec.submodule_search_locations)))
+        if where is None or not where.is_dir():
+            dist = ep.dist.name if ep.dist is not None else "an installed package"
+            raise CommandLineError(
+                f"{dist}'s {ENTRY_POINTS} entry point {ep.name} = {ep.value!r} is not an "
+                "importable package folder; expected one laid out as the toolkit's configs/"
+            )
+        folders.append(where)
+    return folders
+
+
+def with_installed_configs(argv: list[str]) -> list[str]:
+    """``argv`` with the installed packages' config folders on Hydra's search path, after the
+    user's own (``hydra.searchpath`` entries and ``--config-dir``): unchanged without any."""
+    folders = installed_config_folders()
+    if not folders:
+        return argv
+    extra = [f"file://{f}" for f in folders]
+    out, done = [], False
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") == "hydra.searchpath" and not done:
+            entries = _split_list(value)
+            arg = f"{key}=[{','.join([*entries, *(e for e in extra if e not in entries)])}]"
+            done = True
+        out.append(arg)
+    return out if done else [*out, f"hydra.searchpath=[{','.join(extra)}]"]
 
 
 def config_groups(roots: Sequence[Path], *, exclude: Sequence[str] = ()) -> tuple[str, ...]:

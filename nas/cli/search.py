@@ -27,7 +27,13 @@ from omegaconf import DictConfig
 from nas.bench import format_result_line, is_benchmark_cell
 from nas.choices import plugin_name
 from nas.cli.config_check import CommandLineError, check_command_line
-from nas.cli.configs import config_dir, config_groups, options, user_folders
+from nas.cli.configs import (
+    config_dir,
+    config_groups,
+    options,
+    user_folders,
+    with_installed_configs,
+)
 from nas.cli.launch import (
     EXIT_BAD_INPUT,
     fail,
@@ -162,7 +168,7 @@ def prepare(argv: list[str]) -> list[str]:
     """The overrides Hydra composes for ``nas-search <argv>`` (the quickstart added where
     nothing is chosen), checked: ``CommandLineError`` (one line) where they would not run.
     The command line and ``nas.search`` both start here."""
-    argv = quickstart_argv(argv)
+    argv = quickstart_argv(with_installed_configs(argv))
     check_config(argv)
     return argv
 

@@ -41,6 +41,7 @@ from nas.cli.configs import (
     store_groups,
     user_folders,
     user_search_path,
+    with_installed_configs,
 )
 from nas.cli.launch import (
     EXIT_BAD_INPUT,
@@ -288,6 +289,7 @@ def check_config(argv: list[str]) -> None:
 def prepare(argv: list[str]) -> list[str]:
     """The overrides Hydra composes for ``nas-train <argv>``, checked: ``CommandLineError``
     (one line) where they would not run. The command line and ``nas.train`` both start here."""
+    argv = with_installed_configs(argv)
     check_config(argv)
     return prepare_argv(argv)
 
