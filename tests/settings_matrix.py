@@ -123,6 +123,8 @@ NO_EFFECT: dict[tuple[str, str], str] = {
     ("top", "sync_check_every"): "checks that the processes of a distributed run agree: one "
     "process here",
     ("top", "trackers"): "mirrors the logged values to an experiment tracker",
+    ("top", "trust_pickle"): "reads a file that needs the full unpickler; a tiny run reads "
+    "none (tests/run/test_no_pickle.py)",
     ("latency", "cost.force"): "accepts a latency table measured on another machine; the "
     "matrix's is measured here (a foreign one is refused without it: "
     "tests/hardware/test_table.py)",

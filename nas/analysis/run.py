@@ -403,9 +403,9 @@ def load_checkpoint_arch(path: str | Path) -> dict[str, dict[str, np.ndarray]]:
 
     try:
         try:  # mmap: only the few tensors read here are paged in, even for a big supernet
-            state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError:
-            state = torch.load(path, map_location="cpu", weights_only=False)
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # a torn or foreign file: no checkpoint figures, nothing else lost
         return out
     module = (state.get("strategy") or {}).get("module") or {}

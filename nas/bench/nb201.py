@@ -125,8 +125,10 @@ class NB201:
     is read until the first query. See the module docstring for what datasets and splits mean.
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, trust_pickle: bool = False) -> None:
         self.path = None if path is None else Path(path).expanduser()
+        # an official .pth needs the full unpickler (nas.bench.official): only when trusted
+        self.trust_pickle = trust_pickle
         self._table: Container | None = None
         self._archs: list[str] = []
         self._arch_index: dict[str, int] = {}
@@ -154,7 +156,8 @@ class NB201:
             magic = f.read(len(MAGIC))
         if magic == MAGIC:
             return Container(self.path)
-        return Container(official_table_bytes(self.path), name=str(self.path))
+        data = official_table_bytes(self.path, trust_pickle=self.trust_pickle)
+        return Container(data, name=str(self.path))
 
     def _load(self) -> Container:
         if self._table is not None:

@@ -9,12 +9,13 @@ Each cell's state is read by the ``nas-bench-201`` package's own ``ArchResults``
 is_random=False)``, asked per schedule explicitly.
 
 Two traps handled here: ``torch.load`` in torch >= 2.6 defaults to ``weights_only=True``, which
-refuses pickles holding more than tensors and plain containers (numpy scalars, for one), and
-the package's loader does not set it; this module loads the file itself with
-``weights_only=False`` (a pickle runs code: open only files you trust, such as the ones the
-authors published). And the official file takes ~28 GB of RAM through the official API, so
-``convert_official`` turns it once into a compact ``.nbt`` (``nb201-curves`` format, see
-``container.py``) that keeps every per-epoch curve::
+refuses pickles holding more than tensors and plain containers (numpy scalars, for one), and the
+package's loader does not set it. Such a pickle can run code, so the file is read with the full
+unpickler only when the user says they trust it (``nas-bench convert --trust-pickle``,
+``trust_pickle=True``); otherwise it is refused in one line naming that switch, before anything
+in it runs. Convert it once and use the ``.nbt``, which holds arrays only. And the official file
+takes ~28 GB of RAM through the official API, so ``convert_official`` turns it once into a
+compact ``.nbt`` (``nb201-curves`` format, see ``container.py``) that keeps every per-epoch curve::
 
     acc/{hp}/{dataset}/{split}          [cells]               seed mean after the last epoch
     seed_acc/{hp}/{dataset}/{split}     [cells, seeds]        each run after its last epoch
@@ -45,15 +46,23 @@ Layout = dict[tuple[str, str], tuple[int, int, list[str]]]
 _OFFICIAL_KEYS = ("meta_archs", "arch2infos", "evaluated_indexes")
 
 
-def load_official(path: str | Path) -> dict[str, Any]:
-    """The raw dict of an official NAS-Bench-201 ``.pth`` (torch >= 2.6 safe, see module doc)."""
+def load_official(path: str | Path, *, trust_pickle: bool = False) -> dict[str, Any]:
+    """The raw dict of an official NAS-Bench-201 ``.pth``: it needs Python's full unpickler, so
+    it is read only with ``trust_pickle`` (see the module doc), else refused in one line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"official NAS-Bench-201 file {path} not found")
-    import torch  # only to read an official .pth: the bench reads its own tables without it
+    from nas.run.checkpoint import UnsafeFileError, safe_load
 
     try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
+        data = safe_load(
+            path,
+            trust_pickle=trust_pickle,
+            switch="--trust-pickle (nas-bench convert FILE OUT.nbt --trust-pickle, once; then "
+            "use the .nbt)",
+        )
+    except UnsafeFileError:
+        raise
     except Exception as e:  # any unpickling failure means: not a file we can read
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise ValueError(
@@ -80,12 +89,14 @@ def _check_index_map(meta_archs: list[str], path: Path) -> None:
             )
 
 
-def official_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def official_arrays(
+    path: str | Path, *, trust_pickle: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(meta, arrays)`` of the ``nb201-curves`` table holding an official file's results."""
     import numpy as np  # on first use: importing nas.bench stays instant (no numpy)
 
     path = Path(path)
-    data = load_official(path)
+    data = load_official(path, trust_pickle=trust_pickle)
     meta_archs = [str(a) for a in data["meta_archs"]]
     _check_index_map(meta_archs, path)
     infos = data["arch2infos"]
@@ -229,20 +240,23 @@ def _read_cell(
             arrays[f"latency/{ds}"][row] = math.nan if latency is None else float(latency)
 
 
-def official_table_bytes(path: str | Path, *, codec: str = "raw") -> bytes:
+def official_table_bytes(
+    path: str | Path, *, codec: str = "raw", trust_pickle: bool = False
+) -> bytes:
     """An official file's results as ``.nbt`` bytes (uncompressed by default: kept in memory)."""
-    meta, arrays = official_arrays(path)
+    meta, arrays = official_arrays(path, trust_pickle=trust_pickle)
     return encode_container(
         format="nb201-curves", version=1, meta=meta, arrays=arrays, codec=codec, level=6
     )
 
 
-def convert_official(src: str | Path, dst: str | Path) -> Path:
-    """Convert an official NAS-Bench-201 ``.pth`` into a compressed ``.nbt`` with all curves."""
+def convert_official(src: str | Path, dst: str | Path, *, trust_pickle: bool = False) -> Path:
+    """Convert an official NAS-Bench-201 ``.pth`` into a compressed ``.nbt`` with all curves
+    (``trust_pickle``: the official file needs the full unpickler, see the module doc)."""
     dst = Path(dst)
     if Path(src).resolve() == dst.resolve():
         raise ValueError(f"convert: output {dst} would overwrite the official file")
-    write_container(dst, official_table_bytes(src, codec="zlib"))
+    write_container(dst, official_table_bytes(src, codec="zlib", trust_pickle=trust_pickle))
     return dst
 
 

@@ -84,9 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     convert = sub.add_parser("convert", help="official .pth -> compact .nbt with all curves")
     convert.add_argument("official", help="NAS-Bench-201-v1_0-e61699.pth or -v1_1-096897.pth")
     convert.add_argument("out", help="output .nbt file")
+    convert.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="read the official file with Python's full unpickler, which it needs (it can run "
+        "code: only for the file the authors published)",
+    )
     args = parser.parse_args(argv)
     if args.command == "convert":
-        out = convert_official(args.official, args.out)
+        out = convert_official(args.official, args.out, trust_pickle=args.trust_pickle)
         bench = NB201(path=out)
         lines = [f"wrote {out}: {len(bench)} cells, datasets {', '.join(bench.datasets())}"]
     else:

@@ -40,6 +40,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=32, help="32 (CIFAR), 16, or 224 (ImageNet)")
     p.add_argument("--weights", help="a nas-train checkpoint or run folder, or a state dict")
     p.add_argument("--seed", type=int, default=0, help="initialisation seed without --weights")
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="read a --weights file that needs Python's full unpickler (it can run code: only "
+        "for a file you trust)",
+    )
     p.add_argument("--batch", type=int, default=1, help="batch of the example input (1)")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (18)")
     p.add_argument("--tol", type=float, default=1e-4, help="largest logit difference (1e-4)")
@@ -83,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         num_classes=args.num_classes,
         image_size=args.image_size,
         weights=args.weights,
+        trust_pickle=args.trust_pickle,
         seed=args.seed,
     )
     what = f"{model.family}(C={spec.C}, layers={spec.layers}) of {spec.genotype}"

@@ -13,7 +13,9 @@ dataset and calls one of the builders here (``build_cifar``, ``build_imagenet16`
 * the embedded ``cifar10-mini`` arrays (``nas.data.embedded``).
 
 Arrays in memory become an ``ImageArrayDataset``. The batch files are Python pickles, as the
-formats define them: only read files you trust.
+formats define them; they are read by an unpickler that builds only what the formats hold
+(dicts, lists, numbers, strings and bytes, NumPy arrays) and refuses any other class or
+function in one line, so a batch file cannot run code.
 """
 
 from __future__ import annotations
@@ -93,11 +95,41 @@ class ImageArrayDataset(Dataset[tuple[Any, int]]):
         return f"{type(self).__name__}({self.name!r}, {split}, {len(self)} images{where})"
 
 
+# the globals a CIFAR / ImageNet16 batch pickle needs: NumPy's array reconstruction, and
+# _codecs.encode, with which protocol-2 pickles of Python 3 rebuild bytes (text -> bytes only)
+_ARRAY_GLOBALS = {
+    (module, name)
+    for module in ("numpy.core.multiarray", "numpy._core.multiarray")
+    for name in ("_reconstruct", "scalar")
+} | {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+
+
+class UnsafePickleError(pickle.UnpicklingError):
+    """A batch file that names a class or function its format never holds."""
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """Unpickles dicts, lists, numbers, strings, bytes and NumPy arrays; nothing that runs."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ARRAY_GLOBALS:
+            return super().find_class(module, name)
+        raise UnsafePickleError(
+            f"it names {module}.{name}, which a batch file never holds (unpickling it could "
+            "run code)"
+        )
+
+
 def _load_pickle(path: Path, *, encoding: str, expected: str) -> dict[str, Any]:
-    """Unpickle a batch file into a dict with ``str`` keys; one-line ValueError if unreadable."""
+    """Unpickle a batch file into a dict with ``str`` keys (``_ArraysOnly``); one-line
+    ValueError if unreadable or if it names anything but arrays and plain values."""
     try:
         with open(path, "rb") as f:
-            entry = pickle.load(f, encoding=encoding)
+            entry = _ArraysOnly(f, encoding=encoding).load()
+    except UnsafePickleError as error:
+        raise ValueError(
+            f"{path} is refused: {error}; expected a pickled dict with {expected}"
+        ) from None
     except Exception as error:  # a truncated or corrupt pickle raises any of many types
         reason = " ".join(f"{type(error).__name__}: {error}".split())
         raise ValueError(

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from nas.run.checkpoint import LOAD_ERRORS
+from nas.run.checkpoint import LOAD_ERRORS, UnsafeFileError, safe_load
 from nas.training.model import build_network, logits_of, resolve_train_genotype
 from search_spaces import ops as ops_mod
 from search_spaces.families import family_of
@@ -64,10 +64,11 @@ def build_for_export(
     image_size: int = 32,
     weights: str | None = None,
     seed: int = 0,
+    trust_pickle: bool = False,
 ) -> tuple[Logits, ExportSpec, tuple[int, int, int]]:
     """The eval-mode network of ``genotype_spec`` (NB201 default C=16, N=5; DARTS C=36, 20
-    cells), with ``weights`` (a state dict or a nas-train checkpoint / run folder) or a
-    seeded initialisation."""
+    cells), with ``weights`` (a state dict or a nas-train checkpoint / run folder, read safely:
+    ``trust_pickle`` for a file that needs the full unpickler) or a seeded initialisation."""
     genotype = resolve_train_genotype(genotype_spec)
     paper_C, paper_layers = family_of(genotype).paper_size
     C = C if C is not None else paper_C
@@ -82,12 +83,12 @@ def build_for_export(
         auxiliary=False,
     )
     if weights is not None:
-        _load_weights(net, weights)
+        _load_weights(net, weights, trust_pickle)
     model = Logits(net, spec.family).eval()
     return model, ExportSpec(genotype, C, layers, num_classes, image_size), spec.input_size
 
 
-def _load_weights(net: nn.Module, weights: str) -> None:
+def _load_weights(net: nn.Module, weights: str, trust_pickle: bool = False) -> None:
     path = Path(weights).expanduser()
     if path.is_dir():
         for name in ("checkpoints/best.pt", "checkpoints/last.pt"):
@@ -99,7 +100,9 @@ def _load_weights(net: nn.Module, weights: str) -> None:
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path.absolute()}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = safe_load(path, trust_pickle=trust_pickle, switch="--trust-pickle")
+    except UnsafeFileError:
+        raise
     except LOAD_ERRORS as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValueError(

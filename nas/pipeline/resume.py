@@ -85,7 +85,11 @@ def from_run(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
             "nas-search run"
         )
     try:
-        state = load_checkpoint(folder / "checkpoints" / "last.pt", kind="search")
+        state = load_checkpoint(
+            folder / "checkpoints" / "last.pt",
+            kind="search",
+            trust_pickle=bool(cfg.get("trust_pickle", False)),
+        )
     except CheckpointError as e:
         raise ValueError(str(e)) from None
     base = OmegaConf.load(folder / "config.yaml")

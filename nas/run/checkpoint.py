@@ -9,12 +9,20 @@ and rank 0 writes the state of every object plus the run's counters through
 any moment leaves the old or the new checkpoint, never a torn one; ``load`` gives each object
 its part back, in the order of registration, and turns a part that does not fit into one line.
 Loading a file names the file and what was wrong in one line.
+
+No file the toolkit reads can run code: a checkpoint holds tensors, numbers, strings and plain
+containers only (the RNG states as tensors and numbers), and every file is read with
+``torch.load(weights_only=True)`` (``safe_load``). A file that needs Python's full unpickler
+(a checkpoint of an older version, a file made elsewhere, a malicious one) is refused in one
+line before anything in it runs, naming the switch that trusts that one file
+(``trust_pickle=true`` for the runs, ``--trust-pickle`` for the commands that read files).
 """
 
 from __future__ import annotations
 
 import pickle
 import random
+import re
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +41,38 @@ CHECKPOINT_VERSION = 2
 
 class CheckpointError(ValueError):
     """A checkpoint that is missing, unreadable, or of another kind of run."""
+
+
+class UnsafeFileError(ValueError):
+    """A file whose unpickling could run code (it needs more than tensors and plain values)."""
+
+
+def needs_full_unpickler(error: BaseException) -> bool:
+    """Whether ``torch.load(weights_only=True)`` refused the file for what it holds (classes,
+    functions, NumPy objects), not because it is corrupt."""
+    return isinstance(error, pickle.UnpicklingError) and "GLOBAL " in str(error)
+
+
+def safe_load(
+    path: str | Path, *, trust_pickle: bool = False, switch: str, mmap: bool = False
+) -> Any:
+    """``torch.load`` of ``path`` on the CPU with ``weights_only=True``. A file that needs the
+    full unpickler raises ``UnsafeFileError`` naming ``switch`` (the flag that trusts it);
+    with ``trust_pickle`` such a file is read with the full unpickler (it can run code: for
+    files the user trusts). Other errors are ``torch.load``'s (``LOAD_ERRORS``)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as e:
+        if not needs_full_unpickler(e):
+            raise
+        if not trust_pickle:
+            found = re.search(r"GLOBAL ([\w.]+)", str(e))
+            what = f" ({found.group(1)})" if found else ""
+            raise UnsafeFileError(
+                f"{path} holds Python objects{what} that only the full unpickler reads, which "
+                f"can run code; if you trust this file, pass {switch}"
+            ) from None
+    return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
@@ -57,14 +97,16 @@ LOAD_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def load_checkpoint(path: str | Path, *, kind: str) -> dict[str, Any]:
-    """Load a checkpoint written by this toolkit for a run of ``kind`` ("search", "train")."""
+def load_checkpoint(path: str | Path, *, kind: str, trust_pickle: bool = False) -> dict[str, Any]:
+    """Load a checkpoint written by this toolkit for a run of ``kind`` ("search", "train"),
+    safely (``safe_load``; ``trust_pickle``: the full unpickler for a file the user trusts)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; expected a file written by nas-{kind}")
     try:
-        # Our checkpoints hold numpy RNG states and plain containers besides tensors.
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = safe_load(path, trust_pickle=trust_pickle, switch="trust_pickle=true")
+    except UnsafeFileError as e:
+        raise CheckpointError(f"checkpoint {e}") from None
     except LOAD_ERRORS as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(
@@ -85,8 +127,8 @@ def load_checkpoint(path: str | Path, *, kind: str) -> dict[str, Any]:
 def rng_state() -> dict[str, Any]:
     """Every global RNG state that a step can consume: Python, NumPy, torch (CPU and CUDA)."""
     state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": random.getstate(),  # (version, 625 ints, gauss_next): plain values
+        "numpy": _numpy_state(),
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -94,9 +136,32 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
+def _numpy_state() -> dict[str, Any]:
+    """NumPy's global RNG state as tensors and numbers (``weights_only`` reads them)."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "kind": str(kind),
+        "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
+
+
+def _set_numpy_state(state: Any) -> None:
+    if isinstance(state, dict):
+        keys = state["keys"].numpy().astype(np.uint32)
+        np.random.set_state(
+            (state["kind"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"])
+        )
+    else:  # a trusted checkpoint of an earlier version: NumPy's own tuple
+        np.random.set_state(state)
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    python = state["python"]
+    random.setstate((python[0], tuple(python[1]), python[2]))
+    _set_numpy_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

@@ -42,6 +42,7 @@ SEARCH_NEUTRAL_KEYS = (
     "data.download",
     "data.num_workers",
     "data.pin_memory",
+    "trust_pickle",
 )
 SEARCH_NEUTRAL_WORDS = (
     "device, channels_last, logging (log_every, eval, figures, trackers, sync_check_every), data "
@@ -63,6 +64,7 @@ TRAIN_NEUTRAL_KEYS = (
     "data.download",
     "data.num_workers",
     "data.pin_memory",
+    "trust_pickle",
 )
 TRAIN_NEUTRAL_WORDS = (
     "device, channels_last, compile, logging (log_every, save_best, trackers) and data loading "
@@ -133,6 +135,7 @@ def _check_where_it_runs(check: _Checker, cfg: DictConfig, error: type[Exception
     """The keys both loops read through the run skeleton: device, mixed precision, trackers."""
     check("device", _device, DEVICE_WORDS)
     check("amp", _amp, AMP_WORDS)
+    check("trust_pickle", _bool, "true or false", default=False)
     if OmegaConf.select(cfg, "amp", default=None) == "fp16" and cfg.device == "cpu":
         raise error("amp=fp16 needs CUDA; on CPU use amp=bf16 or amp=null")
     for tracker in ("wandb", "mlflow"):

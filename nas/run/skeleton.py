@@ -188,7 +188,11 @@ class Run:
                 "ran there; run the same command again without resume=true"
             )
         try:
-            return load_checkpoint(self.ckpt_path, kind=self.kind)
+            return load_checkpoint(
+                self.ckpt_path,
+                kind=self.kind,
+                trust_pickle=bool(self.cfg.get("trust_pickle", False)),
+            )
         except CheckpointError as e:
             raise self.error(str(e)) from None
 

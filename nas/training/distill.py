@@ -59,7 +59,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from nas.data import dataset_info
-from nas.run.checkpoint import CheckpointError, load_checkpoint
+from nas.run.checkpoint import CheckpointError, UnsafeFileError, load_checkpoint, safe_load
 from nas.training.model import (
     NetworkSpec,
     logits_of,
@@ -142,11 +142,17 @@ def _load_state_dict(net: nn.Module, weights: Any, what: str) -> None:
 
 
 def _from_checkpoint(
-    path: Path, key: str, *, num_classes: int, image_size: int, data_name: str
+    path: Path,
+    key: str,
+    *,
+    num_classes: int,
+    image_size: int,
+    data_name: str,
+    trust_pickle: bool = False,
 ) -> tuple[nn.Module, NetworkSpec, AnyGenotype]:
     """The network of a nas-train checkpoint with its weights, its spec, its genotype."""
     try:
-        state = load_checkpoint(path, kind="train")
+        state = load_checkpoint(path, kind="train", trust_pickle=trust_pickle)
     except CheckpointError as e:
         raise DistillError(f"{key}: {e}") from None
     old = OmegaConf.create(state["config"])
@@ -240,9 +246,12 @@ def load_teacher(
     data_name: str,
     device: torch.device,
     channels_last: bool,
+    trust_pickle: bool = False,
 ) -> Teacher:
     """The teacher ``distill.teacher`` names (see the module docstring), on ``device`` in eval
-    mode; ``DistillError`` (one line) when it cannot be built or its weights are missing."""
+    mode; ``DistillError`` (one line) when it cannot be built or its weights are missing.
+    Files are read safely (``nas.run.checkpoint.safe_load``); ``trust_pickle`` reads one that
+    needs the full unpickler."""
     spec = str(distill.teacher).strip()
     weights = distill.get("weights")
     if spec.startswith(TORCHVISION):
@@ -259,7 +268,7 @@ def load_teacher(
         path = _checkpoint_path(spec, "distill.teacher")
         net, spec_, _ = _from_checkpoint(
             path, "distill.teacher", num_classes=num_classes, image_size=image_size,
-            data_name=data_name,
+            data_name=data_name, trust_pickle=trust_pickle,
         )  # fmt: skip
         return Teacher(_place(net, device, channels_last), spec_.family, f"{spec_} from {path}")
     try:
@@ -274,11 +283,11 @@ def load_teacher(
         )
     text = str(weights)
     path = Path(text).expanduser()
-    if path.is_dir() or (path.is_file() and _is_train_checkpoint(path)):
+    if path.is_dir() or (path.is_file() and _is_train_checkpoint(path, trust_pickle)):
         path = _checkpoint_path(text, "distill.weights")
         net, spec_, trained = _from_checkpoint(
             path, "distill.weights", num_classes=num_classes, image_size=image_size,
-            data_name=data_name,
+            data_name=data_name, trust_pickle=trust_pickle,
         )  # fmt: skip
         if str(trained) != str(genotype):
             raise DistillError(
@@ -297,7 +306,9 @@ def load_teacher(
     except ValueError as e:
         raise DistillError(f"distill.teacher={spec}: {str(e).splitlines()[0]}") from None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = safe_load(path, trust_pickle=trust_pickle, switch="trust_pickle=true")
+    except UnsafeFileError as e:
+        raise DistillError(f"distill.weights={text}: {e}") from None
     except Exception as e:  # noqa: BLE001 - any unreadable file is one line
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DistillError(f"distill.weights={text} is not a state_dict file ({reason})") from None
@@ -309,10 +320,10 @@ def load_teacher(
     )
 
 
-def _is_train_checkpoint(path: Path) -> bool:
+def _is_train_checkpoint(path: Path, trust_pickle: bool = False) -> bool:
     """Whether ``path`` is a nas-train checkpoint (a dict of kind "train"), not a state_dict."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = safe_load(path, trust_pickle=trust_pickle, switch="trust_pickle=true")
     except Exception:  # noqa: BLE001 - not loadable: the state_dict branch says why
         return False
     return isinstance(state, dict) and state.get("kind") == "train"

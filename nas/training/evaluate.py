@@ -66,7 +66,9 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         raise TrainError(str(e)) from None
     D.init_distributed(env, device)
     state = D.main_then_broadcast(
-        lambda: load_checkpoint(path, kind=TrainRun.kind),
+        lambda: load_checkpoint(
+            path, kind=TrainRun.kind, trust_pickle=bool(cfg.get("trust_pickle", False))
+        ),
         TrainRun.broadcast_errors,
         TrainError,
     )

@@ -390,6 +390,7 @@ class TrainRun(Run):
                 data_name=str(self.cfg.data.name),
                 device=self.device,
                 channels_last=self.channels_last,
+                trust_pickle=bool(self.cfg.get("trust_pickle", False)),
             )
         except DistillError as e:
             raise TrainError(str(e)) from None

@@ -99,14 +99,14 @@ def test_bad_dataset_split_index_and_file_are_one_line():
 
 def test_convert_then_query(tiny_official, tmp_path, capsys):
     out = tmp_path / "tiny.nbt"
-    assert main(["convert", str(tiny_official), str(out)]) == 0
+    assert main(["convert", str(tiny_official), str(out), "--trust-pickle"]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {out}: 3 cells, datasets cifar10-valid")
     assert main(["query", "1835", "--file", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].split() == ["dataset", "train", "x-valid", "x-test", "ori-test", "params"]
     value = NB201(path=out).query(1835, dataset="cifar100", split="x-test")
     assert lines[5].split()[3] == f"{value:.2f}"
-    assert main(["convert", str(tmp_path / "none.pth"), str(out)]) == 2
+    assert main(["convert", str(tmp_path / "none.pth"), str(out), "--trust-pickle"]) == 2
     assert "none.pth not found" in capsys.readouterr().err
 
 

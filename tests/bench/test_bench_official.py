@@ -19,7 +19,9 @@ HP_PARTS = {"200": "full", "12": "less"}
 
 @pytest.fixture(scope="module")
 def converted(tiny_official, tmp_path_factory):
-    return convert_official(tiny_official, tmp_path_factory.mktemp("conv") / "tiny.nbt")
+    return convert_official(
+        tiny_official, tmp_path_factory.mktemp("conv") / "tiny.nbt", trust_pickle=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def package_results(tiny_official):
     """The package's own view: ArchResults per (cell, hp), built as its API builds them."""
     from nas_201_api import ArchResults
 
-    raw = load_official(tiny_official)
+    raw = load_official(tiny_official, trust_pickle=True)
     return {
         (index, hp): ArchResults.create_from_state_dict(raw["arch2infos"][index][part])
         for index in CELLS
@@ -38,12 +40,12 @@ def package_results(tiny_official):
 def test_the_weights_only_trap_is_real(tiny_official):
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
         torch.load(tiny_official)  # torch >= 2.6 default; the package's loader does this
-    assert sorted(load_official(tiny_official)["arch2infos"]) == sorted(CELLS)
+    assert sorted(load_official(tiny_official, trust_pickle=True)["arch2infos"]) == sorted(CELLS)
 
 
 @pytest.mark.parametrize("which", ["converted", "official"])
 def test_values_are_the_packages(which, converted, tiny_official, package_results):
-    bench = NB201(path=converted if which == "converted" else tiny_official)
+    bench = NB201(path=converted if which == "converted" else tiny_official, trust_pickle=True)
     assert len(bench) == len(CELLS)
     for (index, hp), results in package_results.items():
         for dataset, evals in EVAL_SETS.items():
@@ -86,7 +88,7 @@ def test_values_are_the_packages(which, converted, tiny_official, package_result
 def test_the_official_api_agrees_with_hp_200(tiny_official, converted):
     from nas_201_api import NASBench201API
 
-    api = NASBench201API(load_official(tiny_official), verbose=False)
+    api = NASBench201API(load_official(tiny_official, trust_pickle=True), verbose=False)
     bench = NB201(path=converted)
     for index in CELLS:
         info = api.get_more_info(index, "cifar10-valid", hp="200", is_random=False)
@@ -113,7 +115,7 @@ def test_the_official_api_agrees_with_hp_200(tiny_official, converted):
 
 
 def test_conversion_round_trips(tiny_official, converted):
-    direct, reread = NB201(path=tiny_official), NB201(path=converted)
+    direct, reread = NB201(path=tiny_official, trust_pickle=True), NB201(path=converted)
     for index in CELLS:
         a, b = direct.record(index), reread.record(index)
         assert a.keys() == b.keys() and len(a) > 40
@@ -159,17 +161,17 @@ def test_bad_official_files(tmp_path):
     with pytest.raises(
         ValueError, match=r"cannot be read as an official NAS-Bench-201 .pth file \(Unpickling"
     ):
-        convert_official(garbage, tmp_path / "out.nbt")
+        convert_official(garbage, tmp_path / "out.nbt", trust_pickle=True)
     with pytest.raises(
         FileNotFoundError, match="official NAS-Bench-201 file .*missing.pth not found"
     ):
-        convert_official(tmp_path / "missing.pth", tmp_path / "out.nbt")
+        convert_official(tmp_path / "missing.pth", tmp_path / "out.nbt", trust_pickle=True)
     wrong_map = write_tiny_official(tmp_path / "wrong.pth", cells=(0,))
     data = torch.load(wrong_map, weights_only=False)
     data["meta_archs"][5], data["meta_archs"][6] = data["meta_archs"][6], data["meta_archs"][5]
     torch.save(data, wrong_map)
     with pytest.raises(ValueError, match="architecture 5 is .*; NAS-Bench-201 index 5 is"):
-        convert_official(wrong_map, tmp_path / "out.nbt")
+        convert_official(wrong_map, tmp_path / "out.nbt", trust_pickle=True)
 
 
 def test_curves_holding_some_epochs_only_convert_with_missing_values(tmp_path):
@@ -182,7 +184,7 @@ def test_curves_holding_some_epochs_only_convert_with_missing_values(tmp_path):
     run = ArchResults.create_from_state_dict(raw).query("cifar10", 777)  # the API reads it
     assert sorted(run.train_acc1es) == [0, 2]
     out = tmp_path / "partial.nbt"
-    assert main(["convert", str(partial), str(out)]) == 0
+    assert main(["convert", str(partial), str(out), "--trust-pickle"]) == 0
     bench = NB201(path=out)
     for split in ("train", "test"):
         curve = bench.curve(6111, dataset="cifar10", split=split, seed=777)
@@ -202,7 +204,7 @@ def test_a_malformed_entry_is_one_line_naming_the_cell(tmp_path, capsys):
     data = torch.load(broken, weights_only=False)
     del data["arch2infos"][6111]["full"]["all_results"]
     torch.save(data, broken)
-    assert main(["convert", str(broken), str(tmp_path / "out.nbt")]) == 2
+    assert main(["convert", str(broken), str(tmp_path / "out.nbt"), "--trust-pickle"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "broken.pth: the entry of cell 6111 cannot be read (KeyError: 'all_results')" in err

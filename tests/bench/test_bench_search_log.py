@@ -35,7 +35,7 @@ def test_result_line():
 
 
 def test_other_tables_and_bad_genotypes(tiny_official):
-    bench = NB201(path=tiny_official)
+    bench = NB201(path=tiny_official, trust_pickle=True)
     assert search_log_entry(6111, bench=bench)["nb201/cifar100/test"] == bench.query(
         6111, dataset="cifar100", split="x-test"
     )
