@@ -73,8 +73,8 @@ def main() -> None:
         _run([sys.executable, "-m", "torch.distributed.run", "--standalone",
               "--nproc_per_node=2", "-m", "nas.cli.search", *overrides,
               f"hydra.run.dir={two}"])  # fmt: skip
-        a = torch.load(one / "checkpoints" / "last.pt", weights_only=False)
-        b = torch.load(two / "checkpoints" / "last.pt", weights_only=False)
+        a = torch.load(one / "checkpoints" / "last.pt", weights_only=True)
+        b = torch.load(two / "checkpoints" / "last.pt", weights_only=True)
         sa, sb = _steps(one), _steps(two)
         ga = json.loads((one / "genotype.json").read_text())["text"]
         gb = json.loads((two / "genotype.json").read_text())["text"]
