@@ -118,6 +118,7 @@ class SearchRun(Run):
     to do with the finished run folder) come from the entry point, ``run_search``."""
 
     program = "nas-search"
+    memory_keys = ("batch_size", "micro_batches", "space.partial_channels", "amp")
     kind = "search"
     error = SearchError
     holds = "search"

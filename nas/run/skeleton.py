@@ -52,6 +52,22 @@ def autocast_dtype(amp: Any, device: torch.device) -> torch.dtype | None:
     raise ValueError(f"amp must be null, bf16 or fp16, got {amp!r}")
 
 
+# what lowers the memory of a step, per setting (``Run.out_of_memory_line``)
+MEMORY_HINTS = {
+    "batch_size": "a smaller batch_size",
+    "micro_batches": "more micro_batches (the same global batch in parts)",
+    "space.partial_channels": "a larger space.partial_channels (1/K of the channels)",
+    "amp": "amp=bf16",
+}
+
+
+def _word(value: Any) -> str:
+    """A config value as the command line writes it (null, true, 16)."""
+    return (
+        "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    )
+
+
 def grad_scaler(device: torch.device, dtype: torch.dtype | None) -> torch.amp.GradScaler:
     """Loss scaling for float16 autocast only (PyTorch's AMP recipe: float16 gradients
     underflow without it; bfloat16 has float32's range and needs none), on ``device``."""
@@ -126,6 +142,8 @@ class Run:
     fits: str
     broadcast_errors: tuple[type[Exception], ...]
     new_run_advice: str = "another hydra.run.dir"
+    #: the settings that lower a run's memory, named with their values when it runs out
+    memory_keys: tuple[str, ...] = ("batch_size", "micro_batches", "amp")
 
     cfg: DictConfig
     epochs: int
@@ -302,6 +320,23 @@ class Run:
                 while self.epoch < self.epochs:
                     self.run_epoch()
                 return self.finish()
+        except (torch.OutOfMemoryError, MemoryError):
+            raise self.error(self.out_of_memory_line()) from None
         finally:
             if self.logger is not None:
                 self.logger.close()
+
+    def out_of_memory_line(self) -> str:
+        """One line for a run that ran out of memory: where its last checkpoint is and the
+        settings that lower memory, with their values."""
+        values = ", ".join(
+            f"{key}={_word(OmegaConf.select(self.cfg, key, default=None))}"
+            for key in self.memory_keys
+        )
+        kept = (
+            f"the last checkpoint, {self.ckpt_path}, is kept (resume=true continues from it)"
+            if self.ckpt_path.is_file()
+            else "no checkpoint was written yet"
+        )
+        hints = ", ".join(MEMORY_HINTS[key] for key in self.memory_keys if key in MEMORY_HINTS)
+        return f"out of memory on {self.device}; {kept}; now {values}: try {hints}"
