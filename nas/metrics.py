@@ -4,7 +4,10 @@ config switches them on, the experiment trackers (``nas.trackers``: W&B, MLflow)
 Shared by the search and training loops. Every event carries ``epoch`` and ``step`` (the global
 step). On resume, events logged after the checkpoint that the run restarts from are dropped
 from ``metrics.jsonl`` (and TensorBoard is told to purge them), so the log of a resumed run
-reads as if it had never stopped.
+reads as if it had never stopped: the checkpoint records how many events the log held when it
+was written (``events``), and the log keeps that many; a checkpoint without the count keeps the
+events up to its step (work redone at the same step, such as a selection's decision, would then
+be logged twice).
 """
 
 from __future__ import annotations
@@ -30,13 +33,19 @@ class MetricLogger:
     """Appends events to ``run_dir/metrics.jsonl`` and scalars to TensorBoard."""
 
     def __init__(
-        self, run_dir: str | Path, *, resume_step: int | None = None, config: Any = None
+        self,
+        run_dir: str | Path,
+        *,
+        resume_step: int | None = None,
+        resume_events: int | None = None,
+        config: Any = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.events = 0  # lines in metrics.jsonl: a checkpoint records it
         if resume_step is not None:
-            self._truncate_after(resume_step)
+            self.events = self._truncate_after(resume_step, resume_events)
         elif self.path.exists():
             self.path.unlink()
         self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 (closed in close())
@@ -69,25 +78,33 @@ class MetricLogger:
             self._file.close()  # nothing half-open when a tracker fails to start
             raise
 
-    def _truncate_after(self, step: int) -> None:
+    def _truncate_after(self, step: int, events: int | None) -> int:
+        """Keep the first ``events`` events (or, without the count, those up to ``step``);
+        the number kept."""
         if not self.path.exists():
-            return
+            return 0
         kept = []
         for line in self.path.read_text().splitlines():
             try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line)
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line torn by a kill: drop it
+            if events is None and record.get("step", 0) > step:
+                continue
+            kept.append(line)
+        if events is not None:
+            kept = kept[:events]
         tmp = self.path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(line + "\n" for line in kept))
         os.replace(tmp, self.path)
+        return len(kept)
 
     def log(self, event: str, *, epoch: int, step: int, **values: Any) -> None:
         """One event: JSON line with all values; numeric values also go to TensorBoard."""
         record = {"event": event, "epoch": epoch, "step": step}
         record.update({k: _clean(v) for k, v in values.items()})
         self._file.write(json.dumps(record) + "\n")
+        self.events += 1
         for key, value in values.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.tb.add_scalar(f"{event}/{key}" if "/" not in key else key, value, step)

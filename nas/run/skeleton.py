@@ -249,6 +249,8 @@ class Run:
         self.epoch = int(state["epoch"])
         self.step_in_epoch = int(state["step_in_epoch"])
         self.global_step = int(state["global_step"])
+        events = state.get("log_events")  # None: a checkpoint of an earlier version
+        self.resume_events = None if events is None else int(events)
         self.resume_rng = self.checkpointer.rank_rng(state) if self.step_in_epoch else None
 
     def counters(self) -> dict[str, Any]:
@@ -258,13 +260,18 @@ class Run:
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
             "global_step": self.global_step,
+            # the events of the metrics log so far: a resume keeps exactly these
+            "log_events": self.logger.events if self.logger is not None else None,
         }
 
     def start_logger(self, resumed: bool) -> None:
         """Rank 0's metrics log (a resumed run drops what the log holds after its step)."""
         if self.main:
             self.logger = MetricLogger(
-                self.run_dir, resume_step=self.global_step if resumed else None, config=self.cfg
+                self.run_dir,
+                resume_step=self.global_step if resumed else None,
+                resume_events=getattr(self, "resume_events", None) if resumed else None,
+                config=self.cfg,
             )
 
     # -------------------------------------------------------------------------- an epoch
