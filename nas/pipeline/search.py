@@ -171,6 +171,8 @@ class SearchRun(Run):
         self._final: dict[str, float] = {}
         self._register_state()
         if resume_state is not None:
+            if resume_state is not from_state:
+                self._check_draws_continue(resume_state)
             self._load(resume_state)
         if self.epochs > 0:  # the components' schedules of the epoch the run is in (or ended with)
             self.strategy.begin_epoch(min(self.epoch, self.epochs - 1))
@@ -178,6 +180,32 @@ class SearchRun(Run):
         self.start_logger(resumed=resume_state is not None)
 
     # ------------------------------------------------------------------------- building
+
+    def _check_draws_continue(self, state: dict[str, Any]) -> None:
+        """A search resumed on another number of processes equals the uninterrupted one only
+        where its steps draw no random numbers from the global generators, which every
+        process seeds from its own stream (S4's ``noise``, dropout): refused where they do,
+        until its search has ended."""
+        old_world = int(state.get("world_size", 1))
+        if old_world == self.env.world_size or state.get("phase") == "done":
+            return
+        drawing = next(
+            (
+                name
+                for name, m in self.supernet.named_modules()
+                if getattr(m, "draws_random_numbers", False)
+                or (isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0)
+            ),
+            None,
+        )
+        if drawing is not None:
+            raise SearchError(
+                f"checkpoint {self.ckpt_path} was written by {old_world} process(es), and this "
+                f"supernet draws random numbers in its steps ({drawing}: "
+                f"{type(self.supernet.get_submodule(drawing)).__name__}), each process from its "
+                f"own stream, so {self.env.world_size} process(es) would continue it "
+                f"differently; resume on {old_world} process(es)"
+            )
 
     def _check_arch_batch_is_used(self) -> None:
         """``arch_batch=random`` draws a batch for every architecture step: refused where no

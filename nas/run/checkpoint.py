@@ -10,6 +10,14 @@ any moment leaves the old or the new checkpoint, never a torn one; ``load`` give
 its part back, in the order of registration, and turns a part that does not fit into one line.
 Loading a file names the file and what was wrong in one line.
 
+Two checkpoints, each with a checksum: before ``last.pt`` is replaced, the one it held becomes
+``previous.pt`` (a hard link, so ``last.pt`` exists at every instant), and each holds the
+SHA-256 of its own contents (``checksum``: every tensor's bytes, shape and dtype, every value
+and key). A newest checkpoint that is damaged (unreadable, truncated, or its contents no longer
+match its checksum) is moved aside to ``last.pt.damaged`` and ``resume=true`` continues from
+``previous.pt``, with one line saying so (``load_resume``); the metrics log is rewound to that
+checkpoint's step, so the resumed run still equals an uninterrupted one.
+
 No file the toolkit reads can run code: a checkpoint holds tensors, numbers, strings and plain
 containers only (the RNG states as tensors and numbers), and every file is read with
 ``torch.load(weights_only=True)`` (``safe_load``). A file that needs Python's full unpickler
@@ -20,9 +28,12 @@ line before anything in it runs, naming the switch that trusts that one file
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pickle
 import random
 import re
+import struct
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +52,10 @@ CHECKPOINT_VERSION = 2
 
 class CheckpointError(ValueError):
     """A checkpoint that is missing, unreadable, or of another kind of run."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """A checkpoint that cannot be read whole or fails its checksum (not one of another kind)."""
 
 
 class UnsafeFileError(ValueError):
@@ -109,7 +124,7 @@ def load_checkpoint(path: str | Path, *, kind: str, trust_pickle: bool = False) 
         raise CheckpointError(f"checkpoint {e}") from None
     except LOAD_ERRORS as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise CheckpointError(
+        raise DamagedCheckpointError(
             f"checkpoint {path} is corrupt or truncated ({reason}); expected a file written "
             f"by nas-{kind}"
         ) from None
@@ -121,7 +136,94 @@ def load_checkpoint(path: str | Path, *, kind: str, trust_pickle: bool = False) 
             f"checkpoint {path} has format version {state.get('version')!r}; this toolkit "
             f"reads version {CHECKPOINT_VERSION}"
         )
+    stored = state.get("checksum")  # None: written before checkpoints carried one
+    if stored is not None and stored != checksum(state):
+        raise DamagedCheckpointError(
+            f"checkpoint {path} fails its checksum: its contents changed after it was written "
+            "(a damaged disk or copy)"
+        )
     return state
+
+
+PREVIOUS = "previous.pt"  # the checkpoint before ``last.pt``, beside it
+DAMAGED_SUFFIX = ".damaged"  # a damaged newest checkpoint, moved aside by ``load_resume``
+
+
+def load_resume(
+    path: Path, *, kind: str, trust_pickle: bool = False
+) -> tuple[dict[str, Any], str | None]:
+    """The checkpoint ``resume=true`` continues: ``path``, or where it is damaged
+    (``DamagedCheckpointError``) and ``previous.pt`` beside it loads, that one. Then the damaged
+    file is moved to ``<path>.damaged`` and ``previous.pt`` linked as ``path`` (the next save
+    keeps it as the previous one), and the second value is the line that says so (None when
+    ``path`` itself loaded). A file refused for what it holds (another kind, an unsafe
+    pickle) is not skipped: its error stands."""
+    try:
+        return load_checkpoint(path, kind=kind, trust_pickle=trust_pickle), None
+    except DamagedCheckpointError as damaged:
+        previous = path.with_name(PREVIOUS)
+        if not previous.is_file():
+            raise
+        try:
+            state = load_checkpoint(previous, kind=kind, trust_pickle=trust_pickle)
+        except CheckpointError as e:
+            raise DamagedCheckpointError(f"{damaged}; the one before it too: {e}") from None
+        aside = path.with_name(path.name + DAMAGED_SUFFIX)
+        os.replace(path, aside)
+        _link_or_copy(previous, path)
+        line = (
+            f"{damaged}; moved it to {aside.name} and resuming from the checkpoint before it "
+            f"({PREVIOUS}: epoch {state['epoch']}, step {state['global_step']})"
+        )
+        return state, line
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` becomes a file with ``source``'s contents, atomically: a hard link where the
+    file system has them, else a copy (both through a temporary name and a rename)."""
+    tmp = target.with_name(f".{target.name}.link")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        atomic_write(target, lambda f: f.write(source.read_bytes()))
+        return
+    os.replace(tmp, target)
+
+
+def checksum(state: dict[str, Any]) -> str:
+    """SHA-256 of a checkpoint's contents (but its ``checksum`` key): every tensor's dtype,
+    shape and bytes, every plain value and key, in a fixed order. The same before the save
+    and after the load (``torch.save`` keeps values and bytes)."""
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in state.items() if k != "checksum"})
+    return h.hexdigest()
+
+
+def _feed(h: Any, obj: Any) -> None:
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().to("cpu").contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, dict):
+        h.update(b"{%d;" % len(obj))
+        for key in sorted(obj, key=repr):
+            _feed(h, key)
+            _feed(h, obj[key])
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[%d;" % len(obj) if isinstance(obj, list) else b"(%d;" % len(obj))
+        for item in obj:
+            _feed(h, item)
+    elif isinstance(obj, str):
+        data = obj.encode()
+        h.update(b"s%d;" % len(data) + data)
+    elif isinstance(obj, bytes):
+        h.update(b"b%d;" % len(obj) + obj)
+    elif isinstance(obj, float):
+        h.update(b"f" + struct.pack("<d", obj))
+    else:  # bool, int, None (and what else a trusted older file holds)
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
 
 
 def rng_state() -> dict[str, Any]:
@@ -235,6 +337,9 @@ class Checkpointer:
                 "rng": rngs,  # one entry per rank
                 "world_size": self.env.world_size,
             }
+            state["checksum"] = checksum(state)
+            if self.path.is_file():  # the one before stays, for a damaged newest
+                _link_or_copy(self.path, self.path.with_name(PREVIOUS))
             for path in (self.path, *copies):
                 atomic_save(state, path)
         D.barrier()  # the file is complete before any rank goes on (or exits)
@@ -256,7 +361,8 @@ class Checkpointer:
         """The RNG states this rank continues a mid-epoch checkpoint with: its own at the world
         size of the checkpoint; at another world size rank 0's for every rank (the data order,
         the augmentation of the search and DrNAS's samples have seeds of their own; what reads
-        the global generators, e.g. S4's noise or training's augmentation, then draws other
-        numbers than an uninterrupted run of either world size would)."""
+        the global generators then draws other numbers than an uninterrupted run of either
+        world size would: a search refuses that where its supernet draws, e.g. S4's noise,
+        and training's augmentation continues as the new world size draws it)."""
         per_rank: list[dict[str, Any]] = state["rng"]
         return per_rank[self.env.rank] if len(per_rank) == self.env.world_size else per_rank[0]

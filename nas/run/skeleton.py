@@ -15,6 +15,7 @@ step and its epoch.
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -30,7 +31,7 @@ from nas.progress import Progress
 from nas.run.checkpoint import (
     Checkpointer,
     CheckpointError,
-    load_checkpoint,
+    load_resume,
     seed_everything,
     set_rng_state,
 )
@@ -206,13 +207,16 @@ class Run:
                 "ran there; run the same command again without resume=true"
             )
         try:
-            return load_checkpoint(
+            state, fallback = load_resume(
                 self.ckpt_path,
                 kind=self.kind,
                 trust_pickle=bool(self.cfg.get("trust_pickle", False)),
             )
         except CheckpointError as e:
             raise self.error(str(e)) from None
+        if fallback is not None:
+            print(f"{self.program}: {fallback}", file=sys.stderr, flush=True)
+        return state
 
     def check_same_values(
         self, state: dict[str, Any], *, neutral: Iterable[str], neutral_words: str

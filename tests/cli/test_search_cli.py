@@ -198,7 +198,7 @@ def test_second_ctrl_c_stops_at_once_and_never_tears_the_checkpoint(tmp_path, un
     assert len(lines) == 1 and lines[0].startswith("nas-search: stopped at once (Ctrl-C); the "
                                                    f"last checkpoint {run_dir}")  # fmt: skip
     assert "Traceback" not in err
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.pt"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.pt", "previous.pt"]
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
     assert (state["epoch"], state["step_in_epoch"]) == (1, 0)  # the first epoch's, whole
     resumed = nas_search(run_dir, "epochs=3", "resume=true")
@@ -235,7 +235,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninter
     assert len(lines) == 1, err
     assert lines[0].startswith(f"nas-search: error: cannot write {run_dir} (No space left on "
                                f"device); the last complete checkpoint {run_dir}")  # fmt: skip
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.pt"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.pt", "previous.pt"]
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
     assert state["epoch"] == 1
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
@@ -284,10 +284,13 @@ def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted):
     after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     assert before == after
 
-    ckpt = run_dir / "checkpoints" / "last.pt"
-    ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    # both checkpoints torn (one torn newest falls back: tests/run/test_checkpoint_fallback.py)
+    for name in ("last.pt", "previous.pt"):
+        ckpt = run_dir / "checkpoints" / name
+        ckpt.write_bytes(ckpt.read_bytes()[:1000])
     proc = nas_search(run_dir, "epochs=3", "resume=true")
     assert proc.returncode == 2 and "is corrupt or truncated" in proc.stderr
+    assert "the one before it too" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
 def test_checkpoint_of_another_space_is_refused(tmp_path, uninterrupted):

@@ -401,3 +401,49 @@ def test_components_on_two_processes_equal_one_and_resume_exactly(tmp_path, monk
         assert torch.equal(one["arch"][k], resumed["arch"][k]), k
     for k in one["weights"]:
         assert torch.equal(one["weights"][k], resumed["weights"][k]), k
+
+
+def _as_if_written_by_two_processes(path: Path) -> None:
+    """The checkpoint of a 1-process search with micro_batches=2, rewritten as the same
+    search's on 2 processes (the batch-norm groups agree; only the world size differs)."""
+    from nas.run.checkpoint import checksum
+
+    state = torch.load(path, weights_only=True)
+    state["world_size"] = 2
+    state["config"]["micro_batches"] = 1
+    state["rng"] = [state["rng"][0], state["rng"][0]]
+    state["checksum"] = checksum(state)
+    torch.save(state, path)
+
+
+def test_a_search_drawing_random_numbers_is_refused_on_another_number_of_processes(
+    tmp_path, monkeypatch
+):
+    """S4's ``noise`` draws from the global generator, which each process seeds from its own
+    stream: no other world size continues it as the stopped run would, so it is refused in
+    one line (the supernets without draws resume: the tests above)."""
+    overrides = ["space=s4", "space.C=4", "space.layers=3", "batch_size=16",
+                 "data.max_items=64", "epochs=2", "eval=false", "figures=false"]  # fmt: skip
+    run_dir = tmp_path / "s4"
+    real_step = SearchStrategy.step
+    calls = {"n": 0}
+
+    def step_then_request_stop(self, *args, **kwargs):
+        out = real_step(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            run.stop.request()
+        return out
+
+    run = SearchRun(_cfg([*overrides, "micro_batches=2"]), run_dir)
+    monkeypatch.setattr(SearchStrategy, "step", step_then_request_stop)
+    with pytest.raises(Preempted):
+        run.run()
+    monkeypatch.undo()
+    _as_if_written_by_two_processes(run_dir / "checkpoints" / "last.pt")
+    with pytest.raises(SearchError) as refused:
+        SearchRun(_cfg([*overrides, "micro_batches=2", "resume=true"]), run_dir)
+    line = str(refused.value)
+    assert "\n" not in line and "was written by 2 process(es)" in line
+    assert ": Noise), each process from its own stream" in line
+    assert line.endswith("resume on 2 process(es)")

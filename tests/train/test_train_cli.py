@@ -110,7 +110,7 @@ def test_a_busy_folder_and_a_full_disk_are_one_line(tmp_path, nas_train, tiny):
     assert proc.returncode == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "(No space left on device); the last complete checkpoint" in lines[0]
-    assert sorted(p.name for p in (full / "checkpoints").iterdir()) == ["last.pt"]
+    assert sorted(p.name for p in (full / "checkpoints").iterdir()) == ["last.pt", "previous.pt"]
     assert checkpoint(full)["epoch"] == 1
 
 
@@ -213,10 +213,13 @@ def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted, nas_train
     proc = nas_train(run_dir, "epochs=2")  # forgot resume=true
     assert proc.returncode == 2 and "already holds a training run" in proc.stderr
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
-    ckpt = run_dir / "checkpoints" / "last.pt"
-    ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    # both checkpoints torn (one torn newest falls back: tests/run/test_checkpoint_fallback.py)
+    for name in ("last.pt", "previous.pt"):
+        ckpt = run_dir / "checkpoints" / name
+        ckpt.write_bytes(ckpt.read_bytes()[:1000])
     proc = nas_train(run_dir, "epochs=2", "resume=true")
     assert proc.returncode == 2 and "is corrupt or truncated" in proc.stderr
+    assert "the one before it too" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize(
