@@ -28,8 +28,12 @@ def check_resumable(run: SearchRun, state: dict[str, Any]) -> None:
     """``resume=true`` continues the stopped search or nothing: the same values but for the
     result-neutral keys (``nas.run.config``), the same batch-norm groups, and ``epochs``
     changed only where the epochs already started keep their learning rate."""
-    run.check_same_values(state, neutral=SEARCH_NEUTRAL_KEYS, neutral_words=SEARCH_NEUTRAL_WORDS)
     old = state["config"]
+    # keys added since a checkpoint was written, at the values the run had then
+    old.setdefault("label_smoothing", 0.0)
+    if isinstance(old.get("optimizer"), dict):
+        old["optimizer"].setdefault("nesterov", False)
+    run.check_same_values(state, neutral=SEARCH_NEUTRAL_KEYS, neutral_words=SEARCH_NEUTRAL_WORDS)
     old_world = int(state.get("world_size", 1))
     old_micro = int(old.get("micro_batches") or 1)
     if old_world * old_micro != run.pieces:

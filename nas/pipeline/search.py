@@ -315,6 +315,7 @@ class SearchRun(Run):
             lr=float(opt_cfg.lr),
             momentum=float(opt_cfg.momentum),
             weight_decay=float(opt_cfg.weight_decay),
+            nesterov=bool(opt_cfg.get("nesterov", False)),
             foreach=True,
         )
         stage_lr = str(opt_cfg.get("stage_lr", "cosine"))
@@ -343,6 +344,7 @@ class SearchRun(Run):
                     supernet=self.supernet,
                     weight_optimizer=self.weight_optimizer,
                     grad_clip=None if opt_cfg.grad_clip is None else float(opt_cfg.grad_clip),
+                    label_smoothing=float(self.cfg.get("label_smoothing", 0.0)),
                     autocast_dtype=self.amp_dtype,
                     epochs=self.epochs,
                     steps_per_epoch=epoch_sampler(self.train_loader).num_batches,

@@ -166,6 +166,13 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
     for key in ("optimizer.lr_min", "optimizer.weight_decay", "optimizer.momentum"):
         check(key, lambda v: _is_number(v) and v >= 0, "a number >= 0")
     check("optimizer.warmup_epochs", _optional(_non_negative_int), "an int >= 0")
+    check("optimizer.nesterov", _bool, "true or false", default=False)
+    if OmegaConf.select(cfg, "optimizer.nesterov", default=False) and not OmegaConf.select(
+        cfg, "optimizer.momentum", default=0
+    ):
+        raise error("optimizer.nesterov=true needs optimizer.momentum > 0, got 0")
+    check("label_smoothing", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)",
+          default=0.0)  # fmt: skip
     check("seed", _non_negative_int, "an int >= 0")
     for key in ("resume", "eval", "figures"):
         check(key, lambda v: isinstance(v, bool), "true or false")

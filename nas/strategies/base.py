@@ -56,6 +56,9 @@ class SearchContext:
     autocast_dtype: torch.dtype | None = None
     epochs: int | None = None
     steps_per_epoch: int | None = None
+    # the weight step's loss only (ProxylessNAS's script smooths its weights' loss, not the
+    # architecture's: nas_manager.py train / gradient_step)
+    label_smoothing: float = 0.0
 
 
 def accuracy(logits: Tensor, target: Tensor) -> Tensor:
@@ -389,7 +392,9 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     # ------------------------------------------------------------------------------ steps
 
-    def loss(self, batch: Batch, weights: ArchWeights) -> tuple[Tensor, Tensor]:
+    def loss(
+        self, batch: Batch, weights: ArchWeights, *, label_smoothing: float = 0.0
+    ) -> tuple[Tensor, Tensor]:
         x, y = batch
         with torch.autocast(
             x.device.type,
@@ -399,7 +404,9 @@ class SearchStrategy(nn.Module, abc.ABC):
             logits = self.supernet(x, weights)
         # the loss in at least float32 (bf16 / fp16 logits under autocast), float64 kept
         return F.cross_entropy(
-            logits.to(torch.promote_types(logits.dtype, torch.float32)), y
+            logits.to(torch.promote_types(logits.dtype, torch.float32)),
+            y,
+            label_smoothing=label_smoothing,
         ), logits
 
     def step(
@@ -439,7 +446,7 @@ class SearchStrategy(nn.Module, abc.ABC):
         loss_sum: Tensor | float = 0.0
         acc_sum: Tensor | float = 0.0
         for batch, share in shards.weighted():
-            loss, logits = self.loss(batch, weights)
+            loss, logits = self.loss(batch, weights, label_smoothing=self.ctx.label_smoothing)
             (loss if share == 1.0 else loss * share).backward()
             loss_sum = loss.detach() * share + loss_sum
             acc_sum = accuracy(logits.detach(), batch[1]) * share + acc_sum

@@ -127,6 +127,13 @@ class ProxylessNAS(SamplingStrategy):
                 f"search.warmup_epochs={self.warmup_epochs} covers all {epochs} epochs, so the "
                 f"architecture would never be trained; expected warmup_epochs < epochs"
             )
+        # Adam with each edge's own state (the reference's one parameter per MixedEdge)
+        self.arch_optimizer = EdgeAdam(
+            self.arch_parameters(),
+            lr=self.arch_lr,
+            betas=self.arch_betas,
+            weight_decay=self.arch_weight_decay,
+        )
         self.supernet.set_unselected_scalars(False)
         # gates of 0 are paths not drawn: they never run (a component that asked for every
         # op, SDARTS, perturbs the weight step's gates away from 0 all the same)
@@ -152,7 +159,8 @@ class ProxylessNAS(SamplingStrategy):
         out = {}
         for ct, alpha in self.arch_params.items():
             p = self.probabilities(ct).detach().cpu()
-            index = [int(torch.multinomial(row, 1, generator=gen)) for row in p]
+            mask = self.supernet.op_mask(ct).cpu()
+            index = [int(draw(row, allowed, 1, gen)[0]) for row, allowed in zip(p, mask)]
             out[ct] = _one_hot(index, alpha)
         return out
 
@@ -170,9 +178,9 @@ class ProxylessNAS(SamplingStrategy):
             active, support = [], mask.clone()
             for e, row in enumerate(p):
                 if self.mode != "two" or int(mask[e].sum()) < 2:
-                    active.append(int(torch.multinomial(row, 1, generator=generator)))
+                    active.append(int(draw(row, mask[e], 1, generator)[0]))
                     continue
-                pair = torch.multinomial(row, 2, replacement=False, generator=generator)
+                pair = draw(row, mask[e], 2, generator)
                 q = torch.softmax(a[e, pair], dim=0)
                 c = int(torch.multinomial(q, 1, generator=generator))
                 active.append(int(pair[c]))
@@ -246,6 +254,9 @@ class ProxylessNAS(SamplingStrategy):
             grad = gate_grad_to_alpha(a, g, support.to(a.device))
             dropped = self._no_grad_edges(ct, active, decided[ct]).to(a.device)
             grads.append(grad.masked_fill(dropped.unsqueeze(-1), 0.0).to(a.dtype))
+            # no Adam step at all on those edges (the reference's None gradient)
+            assert isinstance(self.arch_optimizer, EdgeAdam)
+            self.arch_optimizer.skip_rows(alphas[i], dropped)
         old = [a.detach().clone() for a in alphas] if self.mode == "two" else []
         grads += [None] * len(direct)  # the components' parameters: their own gradients
         self.apply_arch_grads(self.with_direct(grads, direct_grads, factor))
@@ -343,6 +354,79 @@ class ProxylessNAS(SamplingStrategy):
         self.steps_in_epoch = int(state.get("steps_in_epoch", 0))
         device = next(iter(self.arch_params.values())).device
         self._last_val = {k: v.to(device) for k, v in (state.get("last_val") or {}).items()}
+
+
+class EdgeAdam(torch.optim.Optimizer):
+    """Adam (torch's single-tensor arithmetic, no amsgrad) with the state of each row of a
+    2-D parameter kept apart, its step count included: each edge's logits are their own
+    parameter, as the reference's ``AP_path_alpha`` of each ``MixedEdge`` under one
+    ``torch.optim.Adam``. The rows given to ``skip_rows`` before a step take no step at all
+    (moments and count unchanged), as a parameter whose gradient is None: an edge whose
+    active path is ``none`` (``set_arch_param_grad``). A parameter of another rank (a
+    component's) is one row."""
+
+    def __init__(
+        self,
+        params: Any,
+        *,
+        lr: float,
+        betas: tuple[float, float] | list[float],
+        weight_decay: float = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        defaults = {"lr": lr, "betas": tuple(betas), "weight_decay": weight_decay, "eps": eps}
+        super().__init__(params, defaults)
+        self._skip: dict[int, Tensor] = {}
+
+    def skip_rows(self, param: Tensor, rows: Tensor) -> None:
+        """The rows (bool, one per row) of ``param`` that the next ``step`` leaves alone."""
+        self._skip[id(param)] = rows.detach().to(torch.bool).flatten().cpu()
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        assert closure is None, "EdgeAdam takes no closure"
+        skip, self._skip = self._skip, {}
+        for group in self.param_groups:
+            lr, (beta1, beta2) = group["lr"], group["betas"]
+            wd, eps = group["weight_decay"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                rows = p.shape[0] if p.dim() == 2 else 1
+                state = self.state[p]
+                if not state or state["step"].dim() == 0:  # new, or torch Adam's one count
+                    count = float(state["step"]) if state else 0.0
+                    state["step"] = torch.full((rows,), count, dtype=torch.float64)
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        if key not in state:
+                            state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                take = ~skip.get(id(p), torch.zeros(rows, dtype=torch.bool))
+                steps: Tensor = state["step"]
+                steps[take] += 1
+                param, grad = p.view(rows, -1), p.grad.view(rows, -1)
+                m_all, v_all = state["exp_avg"].view(rows, -1), state["exp_avg_sq"].view(rows, -1)
+                for count in sorted(set(steps[take].tolist())):
+                    idx = (take & (steps == count)).nonzero().flatten().to(p.device)
+                    g = grad[idx]
+                    if wd != 0:
+                        g = g.add(param[idx], alpha=wd)
+                    m, v = m_all[idx], v_all[idx]
+                    m.lerp_(g, 1 - beta1)
+                    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                    step_size = lr / (1 - beta1**count)
+                    denom = (v.sqrt() / (1 - beta2**count) ** 0.5).add_(eps)
+                    param[idx] = param[idx].addcdiv(m, denom, value=-step_size)
+                    m_all[idx], v_all[idx] = m, v
+
+
+def draw(p: Tensor, allowed: Tensor, n: int, generator: torch.Generator) -> Tensor:
+    """``n`` ops of one edge drawn from ``p`` without replacement among the ``allowed`` ones
+    only (indices into the edge's ops): the reference's ``torch.multinomial`` over its own
+    candidates, which lack the ops masked here (a block that cannot be skipped has no zero
+    layer), so that the same generator draws the same paths (``torch.multinomial`` consumes
+    one number per entry, masked or not)."""
+    where = allowed.nonzero().flatten()
+    return where[torch.multinomial(p[where], n, replacement=False, generator=generator)]
 
 
 def _one_hot(index: list[int], like: Tensor) -> Tensor:
