@@ -471,13 +471,16 @@ class SearchStrategy(nn.Module, abc.ABC):
         *,
         tag: str,
         wrt_weights: bool = True,
+        label_smoothing: float = 0.0,
     ) -> tuple[list[Tensor | None], list[Tensor | None], dict[str, Tensor]]:
         """Gradients of this process's share of the global batch's mean loss with respect to
         the mixing weights (per cell type, if ``wrt_weights``) and to ``params``, summed over
         the micro-batches, plus the share of the mean loss and accuracy (``{tag}_loss``,
         ``{tag}_acc``). The supernet runs on detached copies of ``weights``, so nothing flows
         into the architecture parameters here: ``through_weights`` takes the mixing-weight
-        gradient there in one backward for all micro-batches."""
+        gradient there in one backward for all micro-batches. ``label_smoothing``: of the
+        loss (a single-level strategy's joint step on the training batch, which trains the
+        weights)."""
         leaves = {ct: w.detach().requires_grad_(wrt_weights) for ct, w in weights.items()}
         inputs: list[Tensor] = (list(leaves.values()) if wrt_weights else []) + list(params)
         total: list[Tensor | None] = [None] * len(inputs)
@@ -486,7 +489,7 @@ class SearchStrategy(nn.Module, abc.ABC):
         loss_sum: Tensor | float = 0.0
         acc_sum: Tensor | float = 0.0
         for batch, share in shards.weighted():
-            loss, logits = self.loss(batch, leaves)
+            loss, logits = self.loss(batch, leaves, label_smoothing=label_smoothing)
             grads = torch.autograd.grad(
                 loss if share == 1.0 else loss * share, inputs, allow_unused=True
             )

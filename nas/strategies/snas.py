@@ -228,7 +228,12 @@ class SNAS(SamplingStrategy):
         # supernet directly: their gradient comes from the same joint backward
         direct = self.direct_arch_parameters() if arch else []
         weight_grads, all_grads, metrics = self.shard_grads(
-            shards, weights, [*params, *direct], tag="train", wrt_weights=arch
+            shards,
+            weights,
+            [*params, *direct],
+            tag="train",
+            wrt_weights=arch,
+            label_smoothing=self.ctx.label_smoothing,
         )
         param_grads, direct_grads = all_grads[: len(params)], all_grads[len(params) :]
         if arch:
