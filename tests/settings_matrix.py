@@ -93,6 +93,7 @@ CHANGED: dict[str, Any] = {
     "amp": "bf16",
     "stage_lr": "reference",
     "optimizer.warmup_epochs": 2,  # one epoch of (e + 1) / 1 is the full rate: no warm-up
+    "warmup_lr": 0.05,  # without warm-up epochs: refused
     "device": "cpu",
 }
 

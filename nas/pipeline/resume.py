@@ -32,7 +32,8 @@ def check_resumable(run: SearchRun, state: dict[str, Any]) -> None:
     # keys added since a checkpoint was written, at the values the run had then
     old.setdefault("label_smoothing", 0.0)
     if isinstance(old.get("optimizer"), dict):
-        old["optimizer"].setdefault("nesterov", False)
+        for key, value in (("nesterov", False), ("lr_per_step", False), ("warmup_lr", None)):
+            old["optimizer"].setdefault(key, value)
     run.check_same_values(state, neutral=SEARCH_NEUTRAL_KEYS, neutral_words=SEARCH_NEUTRAL_WORDS)
     old_world = int(state.get("world_size", 1))
     old_micro = int(old.get("micro_batches") or 1)
@@ -64,6 +65,13 @@ def check_resumable(run: SearchRun, state: dict[str, Any]) -> None:
         )
     opt = run.cfg.optimizer
     lr = float(opt.lr)
+    if int(old["epochs"]) != run.epochs and bool(opt.get("lr_per_step", False)):
+        raise ValueError(
+            f"epochs={run.epochs}, but the search in checkpoint {run.ckpt_path} sets its "
+            "learning rate per step (optimizer.lr_per_step), where the total moves every "
+            f"step's rate; resume with epochs={old['epochs']}"
+        )
+    warmup_lr = opt.get("warmup_lr")
 
     def settings(total: int, epoch: int) -> dict[str, float]:
         factor = search_lr_factor(
@@ -71,6 +79,7 @@ def check_resumable(run: SearchRun, state: dict[str, Any]) -> None:
             lr=lr,
             lr_min=float(opt.lr_min),
             warmup_epochs=int(opt.get("warmup_epochs", 0) or 0),
+            warmup_lr=None if warmup_lr is None else float(warmup_lr),
         )
         return {"learning rate": lr * factor(epoch)}
 

@@ -181,6 +181,14 @@ class SearchRun(Run):
 
     # ------------------------------------------------------------------------- building
 
+    @property
+    def schedule_index(self) -> int:
+        """The position of the weight schedule (``LambdaLR``'s index): the epoch, or with
+        ``optimizer.lr_per_step`` the step of the search."""
+        if self.lr_per_step:
+            return self.epoch * self.steps_per_epoch + self.step_in_epoch
+        return self.epoch
+
     def _check_draws_continue(self, state: dict[str, Any]) -> None:
         """A search resumed on another number of processes equals the uninterrupted one only
         where its steps draw no random numbers from the global generators, which every
@@ -326,14 +334,18 @@ class SearchRun(Run):
                 "stages and after a warm-up, and this search has neither (search.stages, "
                 "optimizer.warmup_epochs), where it is the cosine; leave optimizer.stage_lr=cosine"
             )
+        self.lr_per_step = bool(opt_cfg.get("lr_per_step", False))
+        self.steps_per_epoch = epoch_sampler(self.train_loader).num_batches
         try:
             factor = search_lr_factor(
                 epochs=self.epochs,
                 lr=float(opt_cfg.lr),
                 lr_min=float(opt_cfg.lr_min),
-                warmup_epochs=int(opt_cfg.get("warmup_epochs", 0) or 0),
-                stage_lr=str(opt_cfg.get("stage_lr", "cosine")),
+                warmup_epochs=warmup,
+                stage_lr=stage_lr,
                 stage_starts=self.strategy.stage_start_epochs,
+                warmup_lr=_optional_float(opt_cfg.get("warmup_lr")),
+                steps_per_epoch=self.steps_per_epoch if self.lr_per_step else None,
             )
         except ValueError as e:
             raise SearchError(str(e)) from None
@@ -454,7 +466,7 @@ class SearchRun(Run):
             # more epochs: the learning rate of the next epoch is the new schedule's (the
             # checkpoint holds the old schedule's, e.g. lr_min after a finished cosine)
             self.phase = "search"
-            follow_new_schedule(self.scheduler, self.epoch)
+            follow_new_schedule(self.scheduler, self.schedule_index)
 
     def _apply_memory_format(self) -> None:
         """NHWC (``channels_last``) unless ``channels_last=false`` (``auto``: NHWC).
@@ -531,7 +543,8 @@ class SearchRun(Run):
         )
         self.strategy.on_epoch_end(epoch)
         self._apply_memory_format()  # a DrNAS stage may have changed K
-        self.scheduler.step()
+        if not self.lr_per_step:
+            self.scheduler.step()
         self.epoch += 1
         # batch-norm running statistics are the only state the ranks do not share (each
         # normalises its own images): rank 0's go to all, for evaluation and the checkpoint
@@ -592,7 +605,10 @@ class SearchRun(Run):
             tb = self._shards(train_batch, train_size)
             vb = self._shards(val_batch, val_size)
             self.strategy.begin_step(stream_seed(self.seed, self.global_step, STEP_DRAWS))
+            lr = self.weight_optimizer.param_groups[0]["lr"]  # lr_per_step: this step's
             local = self.strategy.step(tb, vb, update_arch=update_arch)
+            if self.lr_per_step and self.phase == "search":
+                self.scheduler.step()  # the next step's rate (a selection's tuning keeps it)
             # one collective per step: the metrics (shares of the global means) and the stop
             names = sorted(local)
             values = torch.stack(
@@ -777,3 +793,7 @@ def run_search(cfg: DictConfig, run_dir: str | Path) -> SearchResult:
     ``figures=false``, the figures of the finished run."""
     on_end = write_figures if bool(cfg.get("figures", True)) else None
     return SearchRun(cfg, run_dir, describe=nb201_accuracies, on_end=on_end).run()
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)

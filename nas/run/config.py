@@ -167,6 +167,17 @@ def validate_search_config(cfg: DictConfig, error: type[Exception] = ValueError)
         check(key, lambda v: _is_number(v) and v >= 0, "a number >= 0")
     check("optimizer.warmup_epochs", _optional(_non_negative_int), "an int >= 0")
     check("optimizer.nesterov", _bool, "true or false", default=False)
+    check("optimizer.lr_per_step", _bool, "true or false", default=False)
+    check("optimizer.warmup_lr", _optional(lambda v: _is_number(v) and v > 0),
+          "a positive float or null (a linear warm-up)")  # fmt: skip
+    warmup_lr = OmegaConf.select(cfg, "optimizer.warmup_lr", default=None)
+    warmup_epochs = OmegaConf.select(cfg, "optimizer.warmup_epochs", default=0) or 0
+    if warmup_lr is not None and not 0 < warmup_epochs < cfg.epochs:
+        raise error(
+            f"optimizer.warmup_lr={warmup_lr} starts a cosine warm-up of optimizer."
+            f"warmup_epochs={warmup_epochs} epochs, before the cosine restarts over the rest; "
+            f"expected 0 < warmup_epochs < epochs={cfg.epochs}"
+        )
     if OmegaConf.select(cfg, "optimizer.nesterov", default=False) and not OmegaConf.select(
         cfg, "optimizer.momentum", default=0
     ):

@@ -5,7 +5,8 @@ Run skeleton (``nas.run``). Both loops set the rate per epoch, as every referenc
 
 * ``search_lr_factor``: the weight rate of a search (DARTS, Liu et al., ICLR 2019: cosine to
   ``lr_min``; DrNAS, Chen et al., ICLR 2021: its ImageNet warm-up, and on request the rate its
-  reference code really runs across progressive stages, ``reference_stage_lrs``);
+  reference code really runs across progressive stages, ``reference_stage_lrs``; ProxylessNAS,
+  Cai et al., ICLR 2019: a warm-up of its own cosine, then the cosine restarted, both per step);
 * ``train_lr_factor``: the retraining recipes (DARTS CIFAR cosine, DARTS ImageNet step decay,
   DrNAS ImageNet's linear decay), and ``drop_path_prob``, DARTS's drop-path ramp.
 """
@@ -26,14 +27,26 @@ def search_lr_factor(
     warmup_epochs: int = 0,
     stage_lr: str = "cosine",
     stage_starts: Sequence[int] = (),
+    warmup_lr: float | None = None,
+    steps_per_epoch: int | None = None,
 ) -> Callable[[int], float]:
-    """The search's weight learning rate of epoch e as a factor of ``lr``.
+    """The search's weight learning rate of epoch e (with ``steps_per_epoch``: of step s of
+    the run, at the fractional epoch s / steps_per_epoch) as a factor of ``lr``.
 
     ``stage_lr="cosine"`` (default): cosine from ``lr`` to ``lr_min`` over all epochs (SGDR
     without restarts, as every reference intends), and during the first ``warmup_epochs`` the
-    linear warm-up ``(e + 1) / warmup_epochs`` in its place (DrNAS's ImageNet search).
+    linear warm-up ``(e + 1) / warmup_epochs`` in its place (DrNAS's ImageNet search; per
+    step ``(s + 1) / (warmup_epochs x steps_per_epoch)``). With ``warmup_lr`` the warm-up is
+    a cosine of its own from ``warmup_lr`` to 0 over the warm-up epochs, and the cosine from
+    ``lr`` to ``lr_min`` then starts over the remaining epochs (ProxylessNAS: ``nas_manager.py``
+    ``warm_up`` from 0.05, then ``run_manager.py`` ``_calc_learning_rate``, per batch).
     ``stage_lr="reference"``: what the DrNAS reference code computes, ``reference_stage_lrs``."""
     if stage_lr == "reference":
+        if warmup_lr is not None or steps_per_epoch is not None:
+            raise ValueError(
+                "optimizer.stage_lr=reference is the DrNAS code's rate per epoch after its "
+                "linear warm-up; leave optimizer.warmup_lr=null and optimizer.lr_per_step=false"
+            )
         lrs = reference_stage_lrs(
             epochs=epochs,
             lr=lr,
@@ -45,11 +58,18 @@ def search_lr_factor(
     if stage_lr != "cosine":
         raise ValueError(f"optimizer.stage_lr must be 'cosine' or 'reference', got {stage_lr!r}")
 
-    def factor(epoch: int) -> float:
-        if epoch < warmup_epochs:
-            return (epoch + 1) / warmup_epochs
-        cosine = lr_min + (lr - lr_min) * (1 + math.cos(math.pi * epoch / max(epochs, 1))) / 2
-        return cosine / lr
+    n = steps_per_epoch or 1
+    warm = warmup_epochs * n  # steps (or epochs) of the warm-up
+    # the main cosine: over every epoch, or restarted after a cosine warm-up
+    start, span = (0, epochs * n) if warmup_lr is None else (warm, (epochs - warmup_epochs) * n)
+
+    def factor(index: int) -> float:
+        if index < warm:
+            if warmup_lr is None:
+                return (index + 1) / warm
+            return 0.5 * warmup_lr * (1 + math.cos(math.pi * index / warm)) / lr
+        t = math.pi * (index - start) / max(span, 1)
+        return (lr_min + (lr - lr_min) * (1 + math.cos(t)) / 2) / lr
 
     return factor
 

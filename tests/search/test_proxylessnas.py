@@ -235,3 +235,67 @@ def test_tiny_search_runs(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "genotype (argmax): |" in done.stdout
+
+
+# ---------------------------------------------------------------- as the reference's search
+
+
+def test_edge_adam_is_one_torch_adam_per_edge():
+    """``EdgeAdam`` on [edges, ops] equals torch's Adam on one parameter per edge (the
+    reference's ``AP_path_alpha``), bit for bit, where the skipped edges' parameters have no
+    gradient: they take no step and their step count stays."""
+    from nas.strategies.proxylessnas import EdgeAdam
+
+    g = torch.Generator().manual_seed(0)
+    alpha = torch.nn.Parameter(torch.randn(6, 7, generator=g, dtype=torch.float64))
+    rows = [torch.nn.Parameter(alpha.detach()[i].clone()) for i in range(6)]
+    ours = EdgeAdam([alpha], lr=1e-3, betas=(0.0, 0.999), weight_decay=1e-4)
+    ref = torch.optim.Adam(rows, lr=1e-3, betas=(0.0, 0.999), weight_decay=1e-4, foreach=False)
+    for _ in range(8):
+        grad = torch.randn(6, 7, generator=g, dtype=torch.float64)
+        skip = torch.rand(6, generator=g) < 0.4
+        alpha.grad = grad.masked_fill(skip[:, None], 0.0)
+        ours.skip_rows(alpha, skip)
+        ours.step()
+        for i, row in enumerate(rows):
+            row.grad = None if skip[i] else grad[i].clone()
+        ref.step()
+        assert torch.equal(alpha.detach(), torch.stack([r.detach() for r in rows]))
+    counts = ours.state_dict()["state"][0]["step"].tolist()
+    assert counts == [float(ref.state[r]["step"]) for r in rows] and len(set(counts)) > 1
+    # one Adam over the whole matrix (a zero row instead of no gradient) moves otherwise
+    plain = torch.nn.Parameter(torch.zeros(2, 3, dtype=torch.float64))
+    one = torch.optim.Adam([plain], lr=1e-3, betas=(0.0, 0.999))
+    edge = torch.nn.Parameter(torch.zeros(2, 3, dtype=torch.float64))
+    split = EdgeAdam([edge], lr=1e-3, betas=(0.0, 0.999))
+    for step, grad in enumerate(([[1.0, 0, 0], [1.0, 0, 0]], [[1.0, 0, 0], [0, 0, 0]],
+                                 [[1.0, 0, 0], [1.0, 0, 0]])):  # fmt: skip
+        plain.grad = torch.tensor(grad, dtype=torch.float64)
+        edge.grad = plain.grad.clone()
+        if step == 1:
+            split.skip_rows(edge, torch.tensor([False, True]))
+        one.step()
+        split.step()
+    assert not torch.equal(plain, edge)
+
+
+def test_draws_take_one_number_per_allowed_op():
+    """The draw over an edge with masked ops equals ``torch.multinomial`` over the allowed
+    ops alone with the same generator (the reference's candidates lack them), and differs
+    from a draw over every op with the masked ones at probability 0."""
+    from nas.strategies.proxylessnas import draw
+
+    p = torch.softmax(torch.randn(7, generator=torch.Generator().manual_seed(1)), 0)
+    allowed = torch.tensor([True] * 6 + [False])
+    p = p.masked_fill(~allowed, 0.0)
+    ours, alone, padded = [], [], []
+    for name, out in (("ours", ours), ("alone", alone), ("padded", padded)):
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(40):
+            if name == "ours":
+                out.append(draw(p, allowed, 2, gen).tolist())
+            elif name == "alone":
+                out.append(torch.multinomial(p[:6], 2, generator=gen).tolist())
+            else:
+                out.append(torch.multinomial(p, 2, generator=gen).tolist())
+    assert ours == alone != padded
