@@ -31,8 +31,8 @@ whole steps run by the reference's own ``search_func`` (GDAS.py, loaded with the
 logging stubbed), the tau schedule and the cosine learning rate of its scheduler, the genotype
 (``genotype()`` against ours: NB201 ``derived_genotype``, the DARTS space ``gdas_topk``) and the
 settings of ``GDAS.config`` / ``GDAS-NASNet-CIFAR.config`` and ``GDAS.sh``. The weight
-optimiser is SGD with momentum on both sides: the reference's Nesterov has no counterpart in
-our search optimiser (``experiments/gdas/README.md``) and is left out of the rows.
+optimiser is SGD with Nesterov momentum on both sides (``optimizer.nesterov`` of the GDAS
+experiments, the configs' ``nesterov 1``).
 
     python experiments/fidelity/gdas.py --reference-root gdas=~/src/AutoDL-Projects
 
@@ -106,7 +106,8 @@ def ours(space: str, seed: int = 0, epoch: int = 0) -> tuple[Any, nn.Module, Any
     with torch.no_grad():  # larger logits: the clip at 5 binds, so its norm is compared
         net.classifier.weight.mul_(30.0)
     strategy.prepare_supernet(net)
-    opt = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
+    opt = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD,
+                          nesterov=True)  # fmt: skip
     strategy.attach(SearchContext(net, opt, grad_clip=CLIP, epochs=EPOCHS),
                     generator=torch.Generator().manual_seed(seed))  # fmt: skip
     strategy.epoch = epoch
@@ -477,7 +478,7 @@ def _compare_space(table: F.Table, space: str, ref_label: str, live: bool, searc
     ref_grads: list[list[torch.Tensor]] = []
     if live:
         w_optimizer = torch.optim.SGD(model.get_weights(), lr=LR, momentum=MOMENTUM,
-                                      weight_decay=WD)  # fmt: skip
+                                      weight_decay=WD, nesterov=True)  # fmt: skip
         a_optimizer = torch.optim.Adam(model.get_alphas(), lr=3e-4, betas=(0.5, 0.999),
                                        weight_decay=1e-3)  # fmt: skip
         adam_step = a_optimizer.step
@@ -596,6 +597,7 @@ def _settings(table: F.Table, refs: F.Refs, ref_label: str) -> None:
                 "LR": ref["LR"],
                 "eta_min": ref["eta_min"],
                 "momentum": ref["momentum"],
+                "nesterov": ref["nesterov"],
                 "decay": ref["decay"],
                 "scheduler (cos)": ref["scheduler"] == "cos",
                 "tau_max (GDAS.sh)": float(sh["tau_max"]),
@@ -617,6 +619,7 @@ def _settings(table: F.Table, refs: F.Refs, ref_label: str) -> None:
             "LR": cfg.optimizer.lr,
             "eta_min": cfg.optimizer.lr_min,
             "momentum": cfg.optimizer.momentum,
+            "nesterov": cfg.optimizer.nesterov,
             "decay": cfg.optimizer.weight_decay,
             "scheduler (cos)": cfg.optimizer.get("stage_lr", "cosine") == "cosine",
             "tau_max (GDAS.sh)": cfg.search.tau_max,

@@ -30,7 +30,10 @@ mit-han-lab/proxylessnas (``search/modules/mix_op.py``: ``MixedEdge``; ``search/
 * the schedule (``nas_manager.py: get_update_schedule``): one architecture step every
   ``update_every`` = 5 weight steps, after the weight step, each on a fresh sample (here after
   the 1st, 6th, ... weight step of an epoch, the reference's after the 5th, 10th, ...);
-  Adam(1e-3, betas (0, 0.999), eps 1e-8, no weight decay) on alpha ~ 1e-3 * N(0, 1);
+  Adam(1e-3, betas (0, 0.999), eps 1e-8, no weight decay) on alpha ~ 1e-3 * N(0, 1), each
+  edge with its own state and step count (``EdgeAdam``: the reference has one parameter per
+  block, and one whose active path is ``none`` has no gradient, so Adam skips it); every
+  draw is over the edge's own candidates (``draw``: a masked op takes no random number);
   ``warmup_epochs`` leading epochs train the weights only (the paper's script: 40 warm-up
   epochs on random paths, then its search loop skips the architecture in its first epoch:
   ``warmup_epochs=41``).
