@@ -9,7 +9,9 @@ follows the paper (section 3.3, section 4.1):
   parameters theta (eq. 5-6): ``m = softmax((theta + G) / tau)``, ``G`` standard Gumbel
   noise, no straight-through, one sample per forward and cell type (shared by its cells);
   every op runs, an entry that underflows to 0 included (``Supernet.zero_weight_ops_run``);
-* ``tau = tau0 * decay ** epoch``: tau0 = 5.0, decayed by exp(-0.045) ~ 0.956 every epoch;
+* ``tau = tau0 * decay ** epoch``: tau0 = 5.0, decayed by exp(-0.045) every epoch of
+  architecture training (after ``warmup_epochs`` of weights only the count starts: the
+  warm-up's weight steps sample at tau0, as AnnaAraslanova/FBNet's ``TrainerSupernet``);
 * bi-level: each step trains the weights (SGD, the run's optimiser) on a training batch, then
   theta on an architecture batch, first order, through the relaxed sample (the paper: in each
   epoch the weights first, then theta, on an 80 / 20 split of the training set); theta is
@@ -66,7 +68,7 @@ class FBNet(SamplingStrategy):
         fix_alpha: bool = False,
         arch_grad_clip: float | None = None,
         tau0: float = 5.0,
-        tau_decay: float = 0.956,
+        tau_decay: float = 0.9559974818331,
         warmup_epochs: int = 0,
         clip_mixing_with_weights: bool = False,
     ) -> None:
@@ -113,7 +115,11 @@ class FBNet(SamplingStrategy):
 
     @property
     def tau(self) -> float:
-        return fbnet_tau(self.epoch, self.ctx.epochs, self.tau0, self.tau_decay)
+        epochs = self.ctx.epochs
+        trained = None if epochs is None else epochs - self.warmup_epochs
+        return fbnet_tau(
+            max(self.epoch - self.warmup_epochs, 0), trained, self.tau0, self.tau_decay
+        )
 
     def log_state(self) -> dict[str, Any]:
         return {"tau": self.tau}
