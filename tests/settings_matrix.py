@@ -77,6 +77,7 @@ CHANGED: dict[str, Any] = {
     "t_max": 4,
     "t_stop": 1,
     "decay": "cosine",
+    "anneal": "cosine",
     "operation": "conv1",
     "partial_channels": 2,
     "epochs": 4,
@@ -106,6 +107,8 @@ CONTEXT: dict[str, list[str]] = {
     # DARTS-'s decays agree at two epochs (1 then 0.5, linear or cosine); they part at three
     "decay": ["epochs=3"],
     "t_stop": ["epochs=3"],
+    # architecture dropout's linear and cosine agree at two epochs (p, then p / 2)
+    "anneal": ["epochs=3"],
     # the hinge (nonlinear: positive) and |E / T - 1| part only below the target
     "nonlinear": ["cost.target=1e6"],
 }

@@ -123,8 +123,9 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: strategy whose own ``step`` skips a hook must leave that capability out, and the
     #: components that need it are then refused before the run (``add_components``)
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {"arch_params", "arch_penalty", "direct_params", "perturb", "weight_grads"}
-    )
+        {"arch_params", "arch_penalty", "direct_params", "perturb", "weight_grads",
+         "masked_mixing"}
+    )  # fmt: skip
     #: per capability the strategy lacks, a hint appended to the refusal (what to use instead)
     refusal_hints: ClassVar[dict[str, str]] = {}
     #: True for a strategy that trains weights and architecture on the training batch alone
@@ -340,9 +341,14 @@ class SearchStrategy(nn.Module, abc.ABC):
 
     def arch_weights(self, *, sample: bool) -> ArchWeights:
         """Mixing weights per cell type. ``sample``: a stochastic strategy draws a sample
-        (training), otherwise it returns its deterministic summary (evaluation). A selector's
+        (training), otherwise it returns its deterministic summary (evaluation). A sample
+        goes through the components' ``mask_weights`` (architecture dropout). A selector's
         ``weight_override`` (DARTS-PT's decided edges) is laid over them."""
-        return self.overridden(self.strategy_weights(sample=sample))
+        weights = self.strategy_weights(sample=sample)
+        if sample:
+            for c in self.component_list():
+                weights = c.mask_weights(self, weights)
+        return self.overridden(weights)
 
     def derivation_weights(self) -> ArchWeights:
         """The weights a selector derives the genotype from (default: the deterministic ones)."""

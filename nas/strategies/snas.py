@@ -92,7 +92,7 @@ class SNAS(SamplingStrategy):
     name = "snas"
     mixing = "soft Gumbel-softmax samples, trained in one single-level step"
     # the joint step: one backward for weights and alpha, on the (unperturbed) sample
-    capabilities = frozenset({"arch_params", "arch_penalty", "direct_params"})
+    capabilities = frozenset({"arch_params", "arch_penalty", "direct_params", "masked_mixing"})
     refusal_hints = {"weight_grads": "; its own cost term is search.resource_penalty=log|linear"}
     single_level = True  # no architecture-split batches: only training metrics
 

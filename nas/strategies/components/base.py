@@ -33,6 +33,8 @@ The hooks (each a no-op by default; a component overrides the ones it needs):
 * ``updates_arch(epoch)``: whether an epoch takes architecture steps (PC-DARTS's warm-up);
 * ``perturb(strategy, weights, shards)``: transform the mixing weights of the weight step only
   (SDARTS-RS / -ADV);
+* ``mask_weights(strategy, weights)``: transform the mixing weights of every sampled forward,
+  weight and architecture step alike, differentiably (architecture dropout);
 * ``arch_penalty(strategy)``: a term of the architecture loss that reads the architecture
   parameters only (Beta-Decay, FairDARTS's zero-one loss); added once after the sum over ranks;
 * ``adjust_arch_grads(strategy, weights, grads, metrics)``: rewrite the gradient of the
@@ -64,6 +66,8 @@ CAPABILITIES: dict[str, str] = {
     "direct_params": "architecture step differentiates the loss with respect to the "
     "components' own parameters (a first-order step)",
     "perturb": "weight step runs on mixing weights the components may change (perturb)",
+    "masked_mixing": "training steps mix with weights from arch_weights(sample=True), which "
+    "the components may mask (mask_weights)",
     "softmax": "mixing weights are a softmax of its parameters, which a component may "
     "replace (mixing)",
     "weight_grads": "architecture step has the gradient of its loss with respect to the "
@@ -147,6 +151,10 @@ class Component(nn.Module):
         self, strategy: SearchStrategy, weights: ArchWeights, shards: Shards
     ) -> ArchWeights:
         """The mixing weights the weight step uses (given: the strategy's, without autograd)."""
+        return weights
+
+    def mask_weights(self, strategy: SearchStrategy, weights: ArchWeights) -> ArchWeights:
+        """The mixing weights of a sampled forward (given: the strategy's, differentiable)."""
         return weights
 
     def arch_penalty(self, strategy: SearchStrategy) -> Tensor | None:
