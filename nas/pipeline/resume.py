@@ -107,7 +107,7 @@ def from_run(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
         raise ValueError(str(e)) from None
     base = OmegaConf.load(folder / "config.yaml")
     assert isinstance(base, DictConfig)
-    if int(state["epoch"]) < int(base.epochs):
+    if int(state["epoch"]) < int(base.epochs) and not state.get("stopped_early"):
         raise ValueError(
             f"the search in {folder} stopped at epoch {state['epoch']} of {base.epochs}; "
             "finish it with resume=true first"

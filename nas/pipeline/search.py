@@ -167,6 +167,7 @@ class SearchRun(Run):
         self._build_optimisers()
 
         self.phase = "search"  # then "select", then "done"
+        self.stopped_early = False  # a component ended the search before its epochs
         self._epoch_sums: dict[str, float] = {}
         self._final: dict[str, float] = {}
         self._register_state()
@@ -451,7 +452,12 @@ class SearchRun(Run):
     def _checkpoint(self) -> None:
         """Every rank calls this (the RNG states of all ranks travel to rank 0); rank 0 writes."""
         self.checkpointer.save(
-            {**self.counters(), "epoch_sums": dict(self._epoch_sums), "phase": self.phase}
+            {
+                **self.counters(),
+                "epoch_sums": dict(self._epoch_sums),
+                "phase": self.phase,
+                "stopped_early": self.stopped_early,
+            }
         )
 
     def _load(self, state: dict[str, Any]) -> None:
@@ -462,6 +468,9 @@ class SearchRun(Run):
         self.load_counters(state)
         self._epoch_sums = dict(state.get("epoch_sums", {}))
         self.phase = phase
+        if state.get("stopped_early"):  # a component ended the search at this epoch
+            self.stopped_early = True
+            self.epochs = self.epoch
         if int(state["config"]["epochs"]) != self.epochs and self.epoch < self.epochs:
             # more epochs: the learning rate of the next epoch is the new schedule's (the
             # checkpoint holds the old schedule's, e.g. lr_min after a finished cosine)
@@ -542,6 +551,7 @@ class SearchRun(Run):
             desc=f"epoch {epoch + 1}/{self.epochs}",
         )
         self.strategy.on_epoch_end(epoch)
+        stop = self.strategy.stop_reason(epoch)  # a component's early stopping (skip_stop)
         self._apply_memory_format()  # a DrNAS stage may have changed K
         if not self.lr_per_step:
             self.scheduler.step()
@@ -551,6 +561,14 @@ class SearchRun(Run):
         D.broadcast_buffers(self.supernet)
         self._check_in_sync()
         self._log_epoch(epoch, lr, images_per_s)
+        if stop is not None and self.epoch < self.epochs:
+            self.stopped_early = True
+            self.epochs = self.epoch  # the loop ends here; selection follows
+            if self.main:
+                print(f"{self.program}: the search stops after epoch {epoch + 1}: {stop}",
+                      flush=True)  # fmt: skip
+            if self.logger is not None:
+                self.logger.log("early_stop", epoch=epoch, step=self.global_step, reason=stop)
         self._checkpoint()
 
     def _check_in_sync(self) -> None:

@@ -234,6 +234,14 @@ class SearchStrategy(nn.Module, abc.ABC):
     def component_list(self) -> list[Component]:
         return list(self.components)  # type: ignore[arg-type]
 
+    def stop_reason(self, epoch: int) -> str | None:
+        """After 0-based epoch ``epoch``: the first component's reason to end the search."""
+        for c in self.component_list():
+            reason = c.stop_reason(self, epoch)
+            if reason is not None:
+                return reason
+        return None
+
     #: what an architecture step does, none of which happens under ``fix_alpha``: components
     #: that act only through it (Beta-Decay, FairDARTS's zero-one loss, a hardware cost) are
     #: refused rather than carried along doing nothing

@@ -42,6 +42,8 @@ The hooks (each a no-op by default; a component overrides the ones it needs):
   hardware-cost objective ``a(E) * CE + c(E)``); returns the factor ``a(E)`` (or None);
 * ``derivation_weights(strategy, weights)``: the weights a selector derives the genotype from
   (PC-DARTS: op weight x edge weight);
+* ``stop_reason(strategy, epoch)``: after epoch ``epoch`` (0-based), a reason to end the
+  search there (early stopping on skip connections), or None;
 * ``log_state()``: values worth logging every epoch.
 """
 
@@ -103,6 +105,8 @@ class Component(nn.Module):
     needs_simplex: ClassVar[bool] = False
     #: the strategy capabilities its hooks need (``CAPABILITIES``)
     requires: ClassVar[frozenset[str]] = frozenset()
+    #: the cell types the space must have (``Family.cell_types``), or None for any space
+    cell_types: ClassVar[tuple[str, ...] | None] = None
 
     @property
     def label(self) -> str:
@@ -174,6 +178,10 @@ class Component(nn.Module):
 
     def derivation_weights(self, strategy: SearchStrategy, weights: ArchWeights) -> ArchWeights:
         return weights
+
+    def stop_reason(self, strategy: SearchStrategy, epoch: int) -> str | None:
+        """After 0-based epoch ``epoch``: why the search should end there, or None."""
+        return None
 
     def log_state(self) -> dict[str, Any]:
         return {}
