@@ -44,6 +44,8 @@ CPU_BY_DESIGN: dict[tuple[str, str, str], str] = {
     ("nas/data/transforms.py", "__call__", "randint"): "augmentation on the CPU worker",
     ("nas/training/data.py", "*", "Generator"): "loader order (CPU)",
     ("nas/strategies/data.py", "*", "Generator"): "sampler order (CPU)",
+    ("nas/strategies/proxylessnas.py", "step", "full"): "EdgeAdam's step count of each edge: "
+    "plain numbers on the CPU, as torch.optim.Adam keeps its step (not capturable)",
     ("nas/strategies/data.py", "*", "randperm"): "sampler order (CPU)",
     ("nas/strategies/data.py", "*", "randint"): "sampler seeds (CPU)",
     ("nas/strategies/data.py", "*", "arange"): "sampler order (CPU)",
