@@ -77,6 +77,9 @@ def test_a_search_stops_and_resumes_as_stopped(tmp_path, capsys):
     assert str(again.genotype) == str(result.genotype)
     assert [json.loads(x)["event"] for x in (run_dir / "metrics.jsonl").read_text()
             .splitlines()].count("epoch") == len(epochs)  # fmt: skip
+    # a stopped search is a finished one for from_run (it selects on its supernet)
+    selected = SearchRun(_cfg([f"from_run={run_dir}"]), tmp_path / "selected").run()
+    assert str(selected.genotype) == str(result.genotype)
 
 
 @pytest.mark.parametrize(
