@@ -78,6 +78,7 @@ CHANGED: dict[str, Any] = {
     "t_stop": 1,
     "decay": "cosine",
     "anneal": "cosine",
+    "max_skip_reduce": 1,  # refused on NB201's one cell type
     "operation": "conv1",
     "partial_channels": 2,
     "epochs": 4,
@@ -129,6 +130,11 @@ NO_EFFECT: dict[tuple[str, str], str] = {
     ("top", "trackers"): "mirrors the logged values to an experiment tracker",
     ("top", "trust_pickle"): "reads a file that needs the full unpickler; a tiny run reads "
     "none (tests/run/test_no_pickle.py)",
+    ("skip_stop", "components.skip_stop.max_skip_normal"): "the earliest stop is after the "
+    "second epoch (e > min_epochs >= 0), which ends the 2-epoch run anyway: "
+    "tests/search/test_skip_stop.py stops a 4-epoch search",
+    ("skip_stop", "components.skip_stop.min_epochs"): "as max_skip_normal: no 2-epoch run can "
+    "stop early (tests/search/test_skip_stop.py)",
     ("latency", "cost.force"): "accepts a latency table measured on another machine; the "
     "matrix's is measured here (a foreign one is refused without it: "
     "tests/hardware/test_table.py)",

@@ -28,8 +28,6 @@ from nas.strategies.components.pc_darts import node_softmax
 from nas.strategies.components.sdarts import SDARTS_ADV, clip_to_simplex, epsilon_at
 from nas.supernet import build_supernet
 from nas.supernet.mixed_op import MixedOp
-from search_spaces import SPACE_NAMES, get_space
-from search_spaces.families import family_of
 
 # components whose schedule would skip the architecture step of a two-epoch test
 FAST = {
@@ -61,8 +59,6 @@ def _setup(
     st = build_strategy(cfg)
     built = build_components(cfg)
     st.add_components([*built, *add])
-    if space == "nb201":
-        space = _space_for(components)
     torch.manual_seed(0)
     k = st.initial_partial_channels() or 1
     net = build_supernet(space, C=4, layers=1 if space == "nb201" else 3, num_classes=10,
@@ -72,19 +68,6 @@ def _setup(
     st.attach(SearchContext(net, opt, grad_clip=5.0, epochs=2),
               generator=torch.Generator().manual_seed(0))  # fmt: skip
     return net, st
-
-
-def _space_for(components: list[str]) -> str:
-    """NB201, or for a component that needs other cells (``Component.cell_types``) the first
-    space that has them."""
-    if not components:
-        return "nb201"
-    needed = {c.cell_types for c in build_components(_compose("darts", components))}
-    needed.discard(None)
-    if not needed:
-        return "nb201"
-    (cell_types,) = needed
-    return next(n for n in SPACE_NAMES if family_of(get_space(n)).cell_types == cell_types)
 
 
 def _acts_by_stopping(component: str) -> bool:
@@ -171,12 +154,10 @@ def test_every_pairing_acts_or_is_refused(strategy, extra, addon):
     the architecture after two steps (the architecture loss's work), or, for a strategy with
     no architecture (RS-WS), the training losses."""
     components = [] if addon == "cost" else [addon]
-    space = _space_for(components)  # both runs on the space the component needs
 
     def run(with_addon: bool):
         add = (_cost(),) if with_addon and addon == "cost" else ()
-        net, st = _setup(strategy, components if with_addon else [], list(extra), space=space,
-                         add=add)  # fmt: skip
+        net, st = _setup(strategy, components if with_addon else [], list(extra), add=add)
         trace = []
         for step in range(2):
             st.begin_epoch(1)

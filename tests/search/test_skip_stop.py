@@ -46,7 +46,7 @@ def test_the_rule_counts_the_derived_cells():
     assert "normal cell holds" in s.stop_reason(3)
     assert stopper.log_state()["skip_connections_normal"] == counts["normal"]
     calm = SkipConnectionStop(max_skip_normal=8, max_skip_reduce=1)
-    assert "reduction cell holds" in _strategy(calm, skip_rows=5).stop_reason(1)
+    assert "reduce cell holds" in _strategy(calm, skip_rows=5).stop_reason(1)
     assert _strategy(SkipConnectionStop(), skip_rows=0).stop_reason(5) is None
 
 
@@ -93,8 +93,32 @@ def test_bad_values_are_one_line(kwargs, message):
     assert str(e.value) == message
 
 
-def test_spaces_without_darts_cells_are_refused(tmp_path):
+def test_spaces_without_skip_connect_are_refused(tmp_path):
     with pytest.raises(SearchError) as e:
-        SearchRun(_cfg(["components=[skip_stop]", "space.C=4", "space.layers=1"]), tmp_path / "r")
-    assert "counts the skip connections of DARTS cells" in str(e.value)
-    assert "\n" not in str(e.value)
+        SearchRun(_cfg(["components=[skip_stop]", "space=proxyless_cifar", "space.C=4"]),
+                  tmp_path / "r")  # fmt: skip
+    assert "counts skip_connect ops, and space proxyless_cifar offers none" in str(e.value)
+    with pytest.raises(SearchError) as e:  # NB201 has one cell type
+        SearchRun(_cfg(["components=[skip_stop]", "components.skip_stop.max_skip_reduce=1",
+                        "space.C=4", "space.layers=1"]), tmp_path / "r")  # fmt: skip
+    assert "bounds a second cell type" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_nb201_counts_its_one_cell():
+    stopper = SkipConnectionStop(max_skip_normal=0)
+    torch.manual_seed(0)
+    net = build_supernet("nb201", C=4, layers=1, num_classes=10)
+    s = build_plugin("search", "darts")
+    s.add_components([stopper])
+    s.prepare_supernet(net)
+    s.attach(SearchContext(net, torch.optim.SGD(net.parameters(), lr=0.1), grad_clip=None),
+             generator=torch.Generator().manual_seed(0))  # fmt: skip
+    with torch.no_grad():
+        (alpha,) = s.arch_params.values()
+        ops = s.supernet.space.cells["cell"].edges[0].ops
+        alpha.zero_()
+        alpha[:2, ops.index("skip_connect")] = 3.0
+    assert stopper.counts(s) == {"cell": 2}
+    assert s.stop_reason(1) == (
+        "the NB201 cell holds 2 skip connections (more than skip_stop.max_skip_normal=0)"
+    )

@@ -105,8 +105,6 @@ class Component(nn.Module):
     needs_simplex: ClassVar[bool] = False
     #: the strategy capabilities its hooks need (``CAPABILITIES``)
     requires: ClassVar[frozenset[str]] = frozenset()
-    #: the cell types the space must have (``Family.cell_types``), or None for any space
-    cell_types: ClassVar[tuple[str, ...] | None] = None
 
     @property
     def label(self) -> str:

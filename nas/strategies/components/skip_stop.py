@@ -12,9 +12,10 @@ sign of DARTS's collapse onto parameter-free ops. As confopt (automl/Configurabl
 ``max_skip_normal: 1`` is DARTS+'s "two or more".
 
 The genotype counted is the one the run logs every epoch (the family's derivation rule on the
-strategy's derivation weights). DARTS cells only (the spaces ``darts`` and ``s1``-``s5``);
-other spaces are refused in one line, as confopt counts DARTS cells only. A stopped search's
-checkpoint says so, and ``resume=true`` finishes it as stopped.
+strategy's derivation weights); ``max_skip_normal`` bounds its main cell type (DARTS's normal
+cell, NB201's one cell, as confopt's ``skip_connections/normal``), ``max_skip_reduce`` the
+second where there is one. A space without ``skip_connect`` (the block chains) is refused in
+one line. A stopped search's checkpoint says so, and ``resume=true`` finishes it as stopped.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ class SkipConnectionStop(Component):
     """End the search once the derived cells hold too many skip connections."""
 
     name = "skip_stop"
-    cell_types = ("normal", "reduce")
 
     def __init__(
         self, *, max_skip_normal: int = 1, max_skip_reduce: int | None = None, min_epochs: int = 0
@@ -54,40 +54,45 @@ class SkipConnectionStop(Component):
         self.max_skip_reduce = max_skip_reduce
         self.min_epochs = min_epochs
         self._counts: dict[str, int] = {}
+        self._title: Any = str
 
     def prepare_supernet(self, supernet: Supernet) -> None:
-        cell_types = family_of(supernet.space).cell_types
-        if cell_types != self.cell_types:
+        space = supernet.space
+        if not any(SKIP in e.ops for cell in space.cells.values() for e in cell.edges):
             raise ValueError(
-                f"component skip_stop counts the skip connections of DARTS cells; space "
-                f"{supernet.space.name} has cells {', '.join(cell_types)}; expected a DARTS cell "
-                "space (darts, s1-s5)"
+                f"component skip_stop counts {SKIP} ops, and space {space.name} offers none; "
+                f"expected a space whose cells offer {SKIP}"
+            )
+        if self.max_skip_reduce is not None and len(supernet.arch_shapes()) < 2:
+            raise ValueError(
+                f"skip_stop.max_skip_reduce={self.max_skip_reduce} bounds a second cell type, "
+                f"and space {space.name} has one; expected max_skip_reduce=null"
             )
 
     def counts(self, strategy: SearchStrategy) -> dict[str, int]:
-        """``skip_connect`` ops per cell type of the genotype the weights rank highest."""
+        """``skip_connect`` ops per cell type of the genotype the weights rank highest, the
+        main cell type first (``Family.cell_types``)."""
         with torch.no_grad():
             weights = strategy.derivation_weights()
         supernet = strategy.supernet
         masks = {ct: supernet.op_mask(ct) for ct in weights}
         genotype: Any = family_of(supernet.space).derive(supernet.space, weights, masks)
-        return {ct: sum(op == SKIP for op, *_ in genotype.cell(ct)) for ct in ("normal", "reduce")}
+        self._title = genotype.cell_title
+        return {ct: sum(op == SKIP for op, *_ in genotype.edges(ct)) for ct in genotype.cell_types}
 
     def stop_reason(self, strategy: SearchStrategy, epoch: int) -> str | None:
         self._counts = self.counts(strategy)
         if epoch <= self.min_epochs:
             return None
-        normal, reduce = self._counts["normal"], self._counts["reduce"]
-        if normal > self.max_skip_normal:
-            return (
-                f"the normal cell holds {normal} skip connections (more than skip_stop."
-                f"max_skip_normal={self.max_skip_normal})"
-            )
-        if self.max_skip_reduce is not None and reduce > self.max_skip_reduce:
-            return (
-                f"the reduction cell holds {reduce} skip connections (more than skip_stop."
-                f"max_skip_reduce={self.max_skip_reduce})"
-            )
+        limits = [("max_skip_normal", self.max_skip_normal),
+                  ("max_skip_reduce", self.max_skip_reduce)]  # fmt: skip
+        # the main cell (DARTS's normal), then the second cell type where there is one
+        for (ct, n), (key, limit) in zip(self._counts.items(), limits):
+            if limit is not None and n > limit:
+                return (
+                    f"the {self._title(ct)} holds {n} skip connections (more than skip_stop."
+                    f"{key}={limit})"
+                )
         return None
 
     def log_state(self) -> dict[str, Any]:
