@@ -143,7 +143,7 @@ def compare(table: F.Table, refs: F.Refs) -> None:
         x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(2),
                         dtype=torch.float64)  # fmt: skip
         strategy.begin_step(SEED)
-        draw_seed = _first_draw_seed(strategy)
+        draw_seed = int(strategy.draw_seed())  # the seed of the sample drawn below
         strategy.begin_step(SEED)
         theta = strategy.arch_params["fbnet_blocks"]
         sample = strategy.arch_weights(sample=True)["fbnet_blocks"]
@@ -241,11 +241,6 @@ def compare(table: F.Table, refs: F.Refs) -> None:
                   float(cfg.search.tau_decay),
                   lambda: float(config.CONFIG_SUPERNET["train_settings"]["exp_anneal_rate"]),
                   ref_label)  # fmt: skip
-
-
-def _first_draw_seed(strategy: Any) -> int:
-    """The seed of the step's first draw (``draw_seed``), what the sample above was drawn with."""
-    return int(strategy.draw_seed())
 
 
 def _reference_temperatures(trainer: Any) -> list[float]:
