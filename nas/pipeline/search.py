@@ -291,6 +291,11 @@ class SearchRun(Run):
                 f"K={k} (a component's partial_channels, or search.stages[0]); set one of the "
                 f"two (space.partial_channels=1 leaves K to the strategy)"
             )
+        # the component that fixes K, named when the supernet refuses it
+        setter = next(
+            (c.name for c in self.strategy.component_list() if c.partial_channels is not None),
+            None,
+        )
         k = k or space_k
         try:
             supernet: Supernet = build_supernet(
@@ -309,7 +314,8 @@ class SearchRun(Run):
             self.strategy.prepare_supernet(supernet)
             supernet = supernet.to(self.device)
         except ValueError as e:
-            raise SearchError(str(e)) from None
+            prefix = f"component {setter}: " if setter and "partial channels" in str(e) else ""
+            raise SearchError(prefix + str(e)) from None
         self.channels_last = False  # the format the supernet is in; see _apply_memory_format
         if self.compile:
             compile_supernet(supernet, cuda_graphs=self.compile == "graphs")

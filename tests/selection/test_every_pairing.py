@@ -1,17 +1,25 @@
-"""Every selector on the supernet of every strategy, on a space of every family.
+"""Every selector on the supernet of every strategy, on a space of every family, with every component.
 
-The pairings come from the registries (the config groups ``search`` and ``selection``, the
-space families of ``search_spaces.families``), so a new strategy, selector or family is tested
-here without a line added: each pairing runs a tiny search end to end (``run_search``) and must
-leave a genotype of the space and the plug-ins' names in ``genotype.json``.
+The pairings come from the registries (the config groups ``search``, ``selection`` and
+``components``, the space families of ``search_spaces.families``), so a new strategy, selector,
+component or family is tested here without a line added: each pairing runs a tiny search end
+to end (``run_search``) and must leave a genotype of the space and the plug-ins' names in
+``genotype.json``, or be refused in one line before the run starts.
+
+Two tiers: the fast one runs a pairwise covering array of (family, strategy, selector,
+component) (``tests/covering.py``: every value of each factor meets every value of every
+other in some row, about 75 runs where the product is thousands); the full tier (marked
+``slow``) adds the whole product of family, strategy and selector without components.
 """
 
 from __future__ import annotations
 
 import json
+from itertools import combinations, product
 from pathlib import Path
 
 import pytest
+from covering import pairwise
 from hydra import compose, initialize_config_dir
 
 from nas.choices import config_dir
@@ -68,27 +76,58 @@ def _required(selector: str, space: str, tmp_path: Path) -> list[str]:
     return [f"selection.table={table}", "selection.budget=1000", "selection.metric=flops"]
 
 
+#: no component, then each registered one
+COMPONENTS = ["none", *available("components")]
+#: the fast tier's rows: every pair of values of any two factors meets in one of them
+ROWS = pairwise([SPACES, available("search"), available("selection"), COMPONENTS])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("space", SPACES)
 @pytest.mark.parametrize("strategy", available("search"))
 @pytest.mark.parametrize("selector", available("selection"))
 def test_selector_on_strategy_on_space(tmp_path: Path, space: str, strategy: str, selector: str):
+    _pairing(tmp_path, space, strategy, selector, "none")
+
+
+@pytest.mark.parametrize(
+    "space,strategy,selector,component", [pytest.param(*r, id="-".join(r)) for r in ROWS]
+)
+def test_pairwise_pairings(tmp_path: Path, space: str, strategy: str, selector: str, component: str):
+    _pairing(tmp_path, space, strategy, selector, component)
+
+
+def test_rows_cover_every_pair():
+    """The covering array's promise, on the factors it is given."""
+    factors = [SPACES, available("search"), available("selection"), COMPONENTS]
+    for i, j in combinations(range(len(factors)), 2):
+        assert {(r[i], r[j]) for r in ROWS} == set(product(factors[i], factors[j]))
+    assert len(ROWS) < len(list(product(*factors))) // 10
+
+
+def _pairing(tmp_path: Path, space: str, strategy: str, selector: str, component: str) -> None:
     overrides = [
         f"space={space}", f"search={strategy}", f"selection={selector}", "space.C=4",
         f"space.layers={LAYERS[get_space(space).family]}", "batch_size=8", "data.max_items=16",
         "epochs=1", "eval=false", "figures=false", *FAST.get(selector, []),
         *_required(selector, space, tmp_path),
+        *([] if component == "none" else [f"components=[{component}]"]),
     ]  # fmt: skip
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="nas_search", overrides=overrides)
-    if _reads_weights(selector) and not build_strategy(cfg).has("arch_params"):
-        # a selector that derives from architecture weights, on a strategy that learns none
-        # (uniform weights: the first op of every edge), is refused in one line before the run
-        with pytest.raises(SearchError) as e:
-            run_search(cfg, tmp_path / "run")
-        assert "learns none" in str(e.value) and "\n" not in str(e.value)
-        assert not (tmp_path / "run" / "checkpoints").exists()
+    learns_none = _reads_weights(selector) and not build_strategy(cfg).has("arch_params")
+    try:
+        result = run_search(cfg, tmp_path / "run")
+    except SearchError as e:
+        # refused in one line before the run starts: a component the strategy or the space
+        # cannot take (naming it), or a selector that derives from architecture weights on a
+        # strategy that learns none (uniform weights: the first op of every edge)
+        assert "\n" not in str(e) and not (tmp_path / "run" / "checkpoints").exists(), str(e)
+        if component != "none" and component in str(e):
+            return
+        assert learns_none and "learns none" in str(e), str(e)
         return
-    result = run_search(cfg, tmp_path / "run")
+    assert not learns_none, f"{selector} on {strategy} ran: it should be refused"
     result.genotype.validate(get_space(space))
     record = json.loads((tmp_path / "run" / "genotype.json").read_text())
     assert (record["strategy"], record["selector"], record["space"]) == (strategy, selector, space)
