@@ -687,10 +687,24 @@ class SearchStrategy(nn.Module, abc.ABC):
     # ------------------------------------------------------------------------ checkpoints
 
     def checkpoint_state(self) -> dict[str, Any]:
+        """The parameters and buffers (components' too), the architecture optimiser, and the
+        components' own ``checkpoint_state`` (by their index, where they have one)."""
         assert self.arch_optimizer is not None
-        return {"module": self.state_dict(), "arch_optimizer": self.arch_optimizer.state_dict()}
+        state = {"module": self.state_dict(), "arch_optimizer": self.arch_optimizer.state_dict()}
+        components = {}
+        for i, c in enumerate(self.component_list()):
+            own = c.checkpoint_state()
+            if own is not None:
+                components[str(i)] = own
+        if components:
+            state["components"] = components
+        return state
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         assert self.arch_optimizer is not None
         self.load_state_dict(state["module"])
         self.arch_optimizer.load_state_dict(state["arch_optimizer"])
+        saved = state.get("components") or {}
+        for i, c in enumerate(self.component_list()):
+            if str(i) in saved:
+                c.load_checkpoint_state(saved[str(i)])

@@ -137,14 +137,14 @@ TINY = ["space.C=4", "space.layers=1", "batch_size=16", "data.max_items=128", "e
 
 def _final(run_dir):
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    return state["strategy"]["module"], state["supernet"]
+    return state["strategy"], state["supernet"]
 
 
 def test_a_preempted_search_resumes_as_the_uninterrupted_one(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     SearchRun(_cfg(TINY), tmp_path / "one").run()
     one_strategy, one_net = _final(tmp_path / "one")
-    frozen = one_strategy["components.0._extra_state"]["frozen"]
+    frozen = one_strategy["components"]["0"]["frozen"]
     assert 0 < len(frozen) < 36, "the tiny search (fixed seed) freezes some of its 36 ops"
 
     run_dir = tmp_path / "resumed"
@@ -164,12 +164,12 @@ def test_a_preempted_search_resumes_as_the_uninterrupted_one(tmp_path, monkeypat
         run.run()
     monkeypatch.undo()
     mid = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    assert mid["strategy"]["module"]["components.0._extra_state"]["kept"]  # g_train kept
+    assert mid["strategy"]["components"]["0"]["kept"]  # g_train kept
     SearchRun(_cfg([*TINY, "resume=true"]), run_dir).run()
     strategy, net = _final(run_dir)
-    assert strategy["components.0._extra_state"]["frozen"] == frozen
+    assert strategy["components"]["0"]["frozen"] == frozen
     for k, v in one_net.items():
         assert torch.equal(v, net[k]), k
-    for k, v in one_strategy.items():
+    for k, v in one_strategy["module"].items():
         if k.startswith("arch"):
-            assert torch.equal(v, strategy[k]), k
+            assert torch.equal(v, strategy["module"][k]), k

@@ -54,6 +54,9 @@ The hooks (each a no-op by default; a component overrides the ones it needs):
   supernet weights it watches (the training side of the gradient matching);
 * ``stop_reason(strategy, epoch)``: after epoch ``epoch`` (0-based), a reason to end the
   search there (early stopping on skip connections), or None;
+* ``checkpoint_state()`` / ``load_checkpoint_state(state)``: a component's state that is not a
+  parameter or buffer of fixed shape (OLES's window counts, kept gradients and frozen ops),
+  saved in the strategy's checkpoint beside its ``state_dict`` and restored on resume;
 * ``log_state()``: values worth logging every epoch.
 """
 
@@ -212,6 +215,14 @@ class Component(nn.Module):
     def stop_reason(self, strategy: SearchStrategy, epoch: int) -> str | None:
         """After 0-based epoch ``epoch``: why the search should end there, or None."""
         return None
+
+    def checkpoint_state(self) -> dict[str, Any] | None:
+        """State to save with the strategy's checkpoint (tensors, numbers, strings, lists and
+        dicts of them: it is loaded with ``weights_only=True``), or None (default: none)."""
+        return None
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``checkpoint_state`` returned."""
 
     def log_state(self) -> dict[str, Any]:
         return {}

@@ -2,7 +2,7 @@
 validation gradients stop agreeing.
 
 Third stage of the pipeline (``nas.strategies``), a component. Jiang et al., "Operation-Level
-Early Stopping for Robustifying Differentiable NAS" (NeurIPS 2023, Sec. 3.2): a parametric op
+Early Stopping for Robustifying Differentiable NAS" (NeurIPS 2023): a parametric op
 that overfits the training data collects gradients that no longer point where the validation
 loss's do; its gradient-matching score over a window of ``T`` steps,
 
@@ -194,7 +194,7 @@ class OLES(Component):
 
     # ------------------------------------------------------------------- state and logs
 
-    def get_extra_state(self) -> Any:
+    def checkpoint_state(self) -> dict[str, Any]:
         return {
             "count": dict(self._count),
             "sum": dict(self._sum),
@@ -202,7 +202,7 @@ class OLES(Component):
             "frozen": list(self.frozen),
         }
 
-    def set_extra_state(self, state: Any) -> None:
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         self._count = {str(k): int(v) for k, v in state["count"].items()}
         self._sum = dict(state["sum"])
         self._kept = {str(k): list(v) for k, v in state["kept"].items()}
