@@ -15,14 +15,20 @@ first dimension, then the mean; the mean over an op's tensors), for ``val_grad``
 separate, and the window rule ``sum of frequency + 1 scores / frequency < threshold``.
 
 With ``--reference-root confopt=PATH`` (a checkout of github.com/automl/ConfigurableOptimizer;
-``confopt.utils`` imported from its ``src``): a copy of our NB201 supernet (C=4, one cell per
-stage, float64, the same weights) is trained by the trainer's step order written out around
-confopt's own functions, applied to each of our parametric candidate ops as ``model.apply``
-reaches them (the op classes as its ``OLES_OPS``), beside our DARTS strategy with the component,
-on the same batches, for 12 steps, at two settings: each op's score at each step (confopt's
-``running_sim.val``), which ops were scored, the window counts, the frozen ops after each step,
-and the weights after the last step. The supernet's forward itself is ours on both sides (its
-fidelity to the references' cells is ``darts.py``'s).
+``confopt.utils`` imported from its ``src``): a copy of our DARTS-space supernet (C=4, 3 cells,
+float64, the same weights) is trained by the trainer's step order written out around confopt's
+own functions, applied to each of our parametric candidate ops as ``model.apply`` reaches them
+(the op's class as its ``OLES_OPS``; the stride-2 ``skip_connect`` of a reduction cell among
+them, which confopt's DARTS list leaves out and ours scores), beside our DARTS strategy with
+the component, on the same batches, for 12 steps, at two settings: which ops were scored at
+each step, each op's score (confopt's ``running_sim.val``), the window counts, the frozen ops
+after each step, and the weights after the last step. After ``preserve_gradients_in_module``
+each kept gradient gets its own storage: on a GPU ``.detach().cpu()`` copies it, on a CPU it
+returns the ``.grad`` tensor itself, which the next backward adds to in place (every cosine of
+a non-zero gradient would then be 1). The supernet's forward is ours on both sides (its
+fidelity to the references' cells is ``darts.py``'s); NB201's convolutions are not used because
+their bias before an affine-free batch norm has a gradient of rounding noise, whose cosine is
+noise too.
 
     python experiments/fidelity/oles.py --reference-root confopt=~/src/ConfigurableOptimizer
 
