@@ -83,6 +83,11 @@ CHANGED: dict[str, Any] = {
     "partial_channels": 2,
     "epochs": 4,
     "ramp_epochs": 2,
+    # OLES: a window of one score (two summed) and a threshold above any such sum freeze every
+    # op at the second step (with CONTEXT's other setting)
+    "components.oles.frequency": 1,
+    "components.oles.threshold": 2.5,
+    "components.oles.val_grad": "separate",
     # costs
     "table": None,
     "target": 1.0,
@@ -100,7 +105,7 @@ CHANGED: dict[str, Any] = {
 }
 
 #: extra overrides of a key's case and of its baseline, where the key acts only in a setting
-#: the tiny run lacks (by the key's last part)
+#: the tiny run lacks (by the whole key, else its last part)
 CONTEXT: dict[str, list[str]] = {
     # the weight step's clip joins another gradient's norm: visible once the clip bites
     "clip_mixing_with_weights": ["optimizer.grad_clip=1e-3"],
@@ -112,6 +117,12 @@ CONTEXT: dict[str, list[str]] = {
     "anneal": ["epochs=3"],
     # the hinge (nonlinear: positive) and |E / T - 1| part only below the target
     "nonlinear": ["cost.target=1e6"],
+    # OLES decides at a window's end, after 20 scores by default: a tiny run's 4 steps see one
+    # only with a one-score window; the paper's cos(g_val, g_train) (separate) is below the
+    # accumulated cos(g_train + g_val, g_train), so a threshold between them freezes other ops
+    "components.oles.frequency": ["components.oles.threshold=2.5"],
+    "components.oles.threshold": ["components.oles.frequency=1"],
+    "components.oles.val_grad": ["components.oles.frequency=1", "components.oles.threshold=1.0"],
 }
 
 #: (plug-in, key) -> why changing it changes nothing in a tiny run; the case is not run.
@@ -168,7 +179,8 @@ class Case:
             else o
             for o in self.base
         )
-        return (*made, *CONTEXT.get(self.key.rsplit(".", 1)[-1], []))
+        context = CONTEXT.get(self.key, CONTEXT.get(self.key.rsplit(".", 1)[-1], []))
+        return (*made, *context)
 
 
 def _hydra(value: Any) -> str:

@@ -124,7 +124,7 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: components that need it are then refused before the run (``add_components``)
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {"arch_params", "arch_penalty", "direct_params", "perturb", "weight_grads",
-         "masked_mixing"}
+         "masked_mixing", "val_weight_grads", "weight_grad_hooks"}
     )  # fmt: skip
     #: per capability the strategy lacks, a hint appended to the refusal (what to use instead)
     refusal_hints: ClassVar[dict[str, str]] = {}
@@ -245,7 +245,9 @@ class SearchStrategy(nn.Module, abc.ABC):
     #: what an architecture step does, none of which happens under ``fix_alpha``: components
     #: that act only through it (Beta-Decay, FairDARTS's zero-one loss, a hardware cost) are
     #: refused rather than carried along doing nothing
-    ARCH_STEP_CAPABILITIES: ClassVar[frozenset[str]] = frozenset({"arch_penalty", "weight_grads"})
+    ARCH_STEP_CAPABILITIES: ClassVar[frozenset[str]] = frozenset(
+        {"arch_penalty", "weight_grads", "val_weight_grads"}
+    )
 
     def has(self, capability: str) -> bool:
         """Whether this strategy, with its settings, does what ``capability`` says
@@ -468,12 +470,16 @@ class SearchStrategy(nn.Module, abc.ABC):
         params = self.weight_parameters()
         D.all_reduce_grads([*params, *alphas])
         D.all_reduce_grads(mixing)  # each rank's share, summed as the weights' (own dtype)
+        for p in self.frozen_weights():  # frozen ops (OLES): no clip share, no step
+            p.grad = None
         clipped = [p for p in [*params, *alphas, *mixing] if p.grad is not None]
         if self.ctx.grad_clip is not None:
             nn.utils.clip_grad_norm_(clipped, self.ctx.grad_clip, foreach=True)
         for t in [*alphas, *mixing]:  # only their share of the norm is kept (the references
             t.grad = None  # zero them before the architecture step)
         del mixing, weights
+        for c in self.component_list():  # the clipped gradients, before the step takes them
+            c.observe_weight_grads(self)
         opt.step()
         return {"train_loss": torch.as_tensor(loss_sum), "train_acc": torch.as_tensor(acc_sum)}
 
@@ -580,13 +586,47 @@ class SearchStrategy(nn.Module, abc.ABC):
         """First-order step: the validation loss differentiated in the architecture only."""
         weights = self.arch_weights(sample=True)
         direct = self.direct_arch_parameters()
+        watched = self.val_watched()
+        extra = [p for _, ps in watched for p in ps]
         weight_grads, direct_grads, metrics = self.shard_grads(
-            Shards.of(val_batch), weights, direct, tag="val"
+            Shards.of(val_batch), weights, direct + extra, tag="val"
         )
+        direct_grads, val_grads = direct_grads[: len(direct)], direct_grads[len(direct) :]
         weight_grads, factor = self.add_cost(weights, weight_grads, metrics)
         grads = self.through_weights(weights, weight_grads)
         self.apply_arch_grads(self.with_direct(grads, direct_grads, factor))
+        self.hand_val_grads(watched, val_grads)
         return metrics
+
+    def frozen_weights(self) -> list[nn.Parameter]:
+        """The supernet weights the components freeze (``Component.frozen_weights``)."""
+        return [p for c in self.component_list() for p in c.frozen_weights(self)]
+
+    def val_watched(self) -> list[tuple[Component, list[nn.Parameter]]]:
+        """Each component with the supernet weights whose validation-loss gradient it reads
+        (``Component.val_weight_params``), for the components that name any."""
+        out = []
+        for c in self.component_list():
+            params = c.val_weight_params(self)
+            if params:
+                out.append((c, params))
+        return out
+
+    def hand_val_grads(
+        self,
+        watched: list[tuple[Component, list[nn.Parameter]]],
+        grads: Sequence[Tensor | None],
+    ) -> None:
+        """Sum this process's share of the validation-loss gradients of the ``watched`` weights
+        over the ranks and hand each component its own (``Component.observe_val_grads``)."""
+        if not watched:
+            return
+        params = [p for _, ps in watched for p in ps]
+        summed = D.sum_over_ranks(list(grads), params)
+        start = 0
+        for c, ps in watched:
+            c.observe_val_grads(self, ps, summed[start : start + len(ps)])
+            start += len(ps)
 
     def with_direct(
         self,
@@ -647,10 +687,24 @@ class SearchStrategy(nn.Module, abc.ABC):
     # ------------------------------------------------------------------------ checkpoints
 
     def checkpoint_state(self) -> dict[str, Any]:
+        """The parameters and buffers (components' too), the architecture optimiser, and the
+        components' own ``checkpoint_state`` (by their index, where they have one)."""
         assert self.arch_optimizer is not None
-        return {"module": self.state_dict(), "arch_optimizer": self.arch_optimizer.state_dict()}
+        state = {"module": self.state_dict(), "arch_optimizer": self.arch_optimizer.state_dict()}
+        components = {}
+        for i, c in enumerate(self.component_list()):
+            own = c.checkpoint_state()
+            if own is not None:
+                components[str(i)] = own
+        if components:
+            state["components"] = components
+        return state
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         assert self.arch_optimizer is not None
         self.load_state_dict(state["module"])
         self.arch_optimizer.load_state_dict(state["arch_optimizer"])
+        saved = state.get("components") or {}
+        for i, c in enumerate(self.component_list()):
+            if str(i) in saved:
+                c.load_checkpoint_state(saved[str(i)])

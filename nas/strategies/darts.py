@@ -36,7 +36,7 @@ class DARTS(SearchStrategy):
     name = "darts"
     mixing = "a softmax of logits"
     capabilities = SearchStrategy.capabilities | {"softmax"}
-    refusal_hints = {"direct_params": " (search.order=1)"}
+    refusal_hints = {"direct_params": " (search.order=1)", "val_weight_grads": " (search.order=1)"}
 
     def __init__(
         self,
@@ -72,8 +72,9 @@ class DARTS(SearchStrategy):
         self.unrolled_r = float(unrolled_r)
 
     def has(self, capability: str) -> bool:
-        # the unrolled (second-order) gradient carries only the mixing weights
-        if capability == "direct_params" and self.order != 1:
+        # the unrolled (second-order) gradient carries only the mixing weights, and its
+        # validation loss is taken at the unrolled weights w', not at the weights themselves
+        if capability in ("direct_params", "val_weight_grads") and self.order != 1:
             return False
         return super().has(capability)
 

@@ -31,8 +31,14 @@ from nas.supernet.mixed_op import MixedOp
 
 # components whose schedule would skip the architecture step of a two-epoch test
 FAST = {
-    "pc_darts": ["components.pc_darts.warmup_epochs=0", "components.pc_darts.partial_channels=2"]
+    "pc_darts": ["components.pc_darts.warmup_epochs=0", "components.pc_darts.partial_channels=2"],
+    # a window of one score (two summed) and a threshold above any such sum: every op with
+    # weights is frozen at the architecture step of step 2
+    "oles": ["components.oles.frequency=1", "components.oles.threshold=2.5"],
 }
+# components that act only after more steps than two (OLES: scores from step 1, frozen at 2,
+# the architecture moves differently from step 3)
+STEPS = {"oles": 4}
 # A pair is refused exactly when the strategy lacks a capability the component needs
 # (SearchStrategy.capabilities / has, Component.needs): the refusal names what is missing and
 # how the strategy mixes, so no table of pairs is kept here.
@@ -159,7 +165,7 @@ def test_every_pairing_acts_or_is_refused(strategy, extra, addon):
         add = (_cost(),) if with_addon and addon == "cost" else ()
         net, st = _setup(strategy, components if with_addon else [], list(extra), add=add)
         trace = []
-        for step in range(2):
+        for step in range(STEPS.get(addon, 2)):
             st.begin_epoch(1)
             st.begin_step(100 + step)
             torch.manual_seed(step)

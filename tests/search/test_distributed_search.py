@@ -361,6 +361,10 @@ COMPONENT_PAIRS = {
                        "components.pc_darts.warmup_epochs=1",
                        "components.pc_darts.partial_channels=2"],
     "darts+sdarts_adv": [*TINY, "epochs=2", "eval=false", "components=[sdarts_adv]"],
+    # OLES: the validation gradients of the op weights summed over the ranks; windows of 3
+    # scores, checked at steps 3 and 6, on either side of the preemption
+    "darts+oles": [*TINY, "epochs=2", "eval=false", "components=[oles]",
+                   "components.oles.frequency=2", "components.oles.threshold=1.0"],
 }  # fmt: skip
 ONE_PROCESS_ONLY = {"darts+sdarts_adv"}
 

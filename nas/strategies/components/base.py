@@ -42,8 +42,21 @@ The hooks (each a no-op by default; a component overrides the ones it needs):
   hardware-cost objective ``a(E) * CE + c(E)``); returns the factor ``a(E)`` (or None);
 * ``derivation_weights(strategy, weights)``: the weights a selector derives the genotype from
   (PC-DARTS: op weight x edge weight);
+* ``val_weight_params(strategy)`` / ``observe_val_grads(strategy, params, grads)``: supernet
+  weights whose gradient of the validation loss the component reads; the architecture step
+  differentiates its loss with respect to them too (summed over the ranks) and hands the
+  gradients over (operation-level early stopping's gradient matching);
+* ``frozen_weights(strategy)``: supernet weights that take no step: the weight step drops their
+  gradient before clipping, so they enter neither the clip norm nor the optimiser (no decay, no
+  momentum), as a weight whose ``requires_grad`` is off (operation-level early stopping);
+* ``observe_weight_grads(strategy)``: called by the weight step once its gradients are summed
+  over the ranks and clipped, before the optimiser's step: the component reads ``.grad`` of the
+  supernet weights it watches (the training side of the gradient matching);
 * ``stop_reason(strategy, epoch)``: after epoch ``epoch`` (0-based), a reason to end the
   search there (early stopping on skip connections), or None;
+* ``checkpoint_state()`` / ``load_checkpoint_state(state)``: a component's state that is not a
+  parameter or buffer of fixed shape (OLES's window counts, kept gradients and frozen ops),
+  saved in the strategy's checkpoint beside its ``state_dict`` and restored on resume;
 * ``log_state()``: values worth logging every epoch.
 """
 
@@ -72,6 +85,11 @@ CAPABILITIES: dict[str, str] = {
     "the components may mask (mask_weights)",
     "softmax": "mixing weights are a softmax of its parameters, which a component may "
     "replace (mixing)",
+    "val_weight_grads": "architecture step also differentiates the validation loss with "
+    "respect to the supernet weights the components name (val_weight_params) and hands them "
+    "the gradients (observe_val_grads)",
+    "weight_grad_hooks": "weight step drops the gradients of the weights the components freeze "
+    "(frozen_weights) before clipping and shows them the clipped ones (observe_weight_grads)",
     "weight_grads": "architecture step has the gradient of its loss with respect to the "
     "mixing weights, for a component to rewrite (adjust_arch_grads)",
 }
@@ -177,9 +195,34 @@ class Component(nn.Module):
     def derivation_weights(self, strategy: SearchStrategy, weights: ArchWeights) -> ArchWeights:
         return weights
 
+    def val_weight_params(self, strategy: SearchStrategy) -> list[nn.Parameter]:
+        """Supernet weights whose gradient of the validation loss ``observe_val_grads`` reads."""
+        return []
+
+    def observe_val_grads(
+        self, strategy: SearchStrategy, params: list[nn.Parameter], grads: list[Tensor | None]
+    ) -> None:
+        """The architecture step's validation-loss gradients of ``val_weight_params`` (summed
+        over the ranks; None where a weight took no part in the loss)."""
+
+    def frozen_weights(self, strategy: SearchStrategy) -> list[nn.Parameter]:
+        """Supernet weights that take no step (their gradient is dropped before clipping)."""
+        return []
+
+    def observe_weight_grads(self, strategy: SearchStrategy) -> None:
+        """The weight step's gradients are summed over the ranks and clipped (in ``.grad``)."""
+
     def stop_reason(self, strategy: SearchStrategy, epoch: int) -> str | None:
         """After 0-based epoch ``epoch``: why the search should end there, or None."""
         return None
+
+    def checkpoint_state(self) -> dict[str, Any] | None:
+        """State to save with the strategy's checkpoint (tensors, numbers, strings, lists and
+        dicts of them: it is loaded with ``weights_only=True``), or None (default: none)."""
+        return None
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``checkpoint_state`` returned."""
 
     def log_state(self) -> dict[str, Any]:
         return {}
