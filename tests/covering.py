@@ -44,16 +44,15 @@ def pairwise(factors: Sequence[Sequence[T]]) -> list[tuple[T, ...]]:
             if k in row:
                 continue
 
-            def gain(v: int, k: int = k, row: dict[int, int] = row) -> int:
-                return sum(
-                    (((m, row[m]), (k, v)) if m < k else ((k, v), (m, row[m]))) in uncovered
-                    for m in row
-                )
-
-            row[k] = max(range(sizes[k]), key=lambda v: (gain(v), -v))
+            row[k] = max(range(sizes[k]), key=lambda v: (_gain(row, k, v, uncovered), -v))
         full = tuple(row[k] for k in range(len(factors)))
-        uncovered -= {
-            ((p, full[p]), (q, full[q])) for p, q in combinations(range(len(factors)), 2)
-        }
+        uncovered -= {((p, full[p]), (q, full[q])) for p, q in combinations(range(len(factors)), 2)}
         rows.append(full)
     return [tuple(factors[k][v] for k, v in enumerate(r)) for r in rows]
+
+
+def _gain(row: dict[int, int], k: int, v: int, uncovered: set) -> int:
+    """How many uncovered pairs value ``v`` of factor ``k`` covers with the chosen ``row``."""
+    return sum(
+        (((m, row[m]), (k, v)) if m < k else ((k, v), (m, row[m]))) in uncovered for m in row
+    )
