@@ -63,7 +63,7 @@ def check_batchable(supernet: Supernet) -> None:
     if any(op.entangled for op in supernet.mixed_ops()):
         raise ValueError(
             "batched candidates: the supernet's ops are weight-entangled (a group runs as one "
-            "op on mixed kernels, which a per-candidate weighting cannot split); turn "
+            "op on mixed kernels, which a per-candidate weighting cannot split); expected "
             "batch_candidates off"
         )
     for name, m in supernet.named_modules():

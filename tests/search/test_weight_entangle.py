@@ -185,3 +185,18 @@ def test_refusals():
         comp.prepare_supernet(net)
     with pytest.raises(ValueError, match="weight-entangled"):
         check_batchable(net)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (["space=s2", "space.layers=3"], "component weight_entangle needs ops of one kind"),
+        (["selection=pt", "selection.batch_candidates=true"], "weight-entangled"),
+    ],
+)
+def test_refused_in_one_line_before_the_search(overrides, says):
+    import settings_matrix as M
+
+    out = M.run([*M.TINY, "search=darts", "components=[weight_entangle]", *overrides])
+    assert out.refused is not None and says in out.refused and "\n" not in out.refused
+    assert out.epochs_logged == 0
