@@ -66,8 +66,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.modules import module as _module
 
-# RELU_FIRST: the ops where ``op.after_relu(relu(x)) == op(x)``
 from nas.supernet.entangle import EntangledGroup, group_output, single_output
+
+# RELU_FIRST: the ops where ``op.after_relu(relu(x)) == op(x)``
 from search_spaces.ops import RELU_FIRST, BatchNorm2d, build_op
 
 
