@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from search_spaces.family import Edges, Family, NetworkSpec
 from search_spaces.genotype import AnyGenotype, DartsGenotype
+from search_spaces.op_names import kind_and_kernel
 from search_spaces.space import CellSpace, Space
 
 if TYPE_CHECKING:
@@ -71,6 +72,11 @@ class DartsFamily(Family):
         "concat",  # cell output: C_out / C_in node states concatenated
         "head_darts",  # global average pool, Linear(C_in -> C_out classes)
     )
+
+    def op_kernel(self, op: str) -> tuple[str, int] | None:
+        """``sep_conv_KxK`` and ``dil_conv_KxK``: their depthwise kernels are entangled (as
+        confopt's ``SepConv`` / ``DilConv`` mark them, ``searchspace/darts/core/operations.py``)."""
+        return kind_and_kernel(op, ("sep_conv", "dil_conv"))
 
     # ----------------------------------------------------------------------- genotypes
 

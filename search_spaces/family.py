@@ -26,7 +26,9 @@ a hook that needs a network or a module imports its family's network module
   ``logits``, ``network_types``, ``features``, ``reference_logits``;
 * its latency layout (``nas.hardware.parts``): ``blocks``, ``build_block``, ``layout``;
   ``lookup_keys`` (``nas-profile --import-lut``: a reference lookup table's keys per part);
-  ``allowed_ops`` (``nas.hardware.cost``: the ops a discrete network may hold per edge).
+  ``allowed_ops`` (``nas.hardware.cost``: the ops a discrete network may hold per edge);
+* weight entanglement (``nas.strategies.components.weight_entangle``): ``op_kernel`` (an op's
+  kind and kernel size), from which ``entangle_groups`` groups an edge's ops.
 """
 
 from __future__ import annotations
@@ -189,3 +191,32 @@ class Family(abc.ABC):
         """Per cell type, edge and op, whether a discrete network of ``space`` may hold that op
         there (the cost model's cheapest network and budgets read it); every op by default."""
         return {ct: [[True] * len(e.ops) for e in c.edges] for ct, c in space.cells.items()}
+
+    # ------------------------------------------------------------- weight entanglement
+
+    def op_kernel(self, op: str) -> tuple[str, int] | None:
+        """``(kind, kernel size)`` of an op whose convolutions differ from the other ops of its
+        kind only in their (odd, square) kernel size, so that a smaller kernel is the centre
+        crop of the largest (Sukthanker et al., AutoML-Conf 2024; confopt's
+        ``WeightEntanglementModule``s); None for any other op. None for every op by default."""
+        return None
+
+    def entangle_groups(self, ops: Sequence[str]) -> list[tuple[int, ...]]:
+        """The groups of indices of ``ops`` (one edge's candidates) that share one kind at two
+        or more kernel sizes, the largest kernel first: the ops whose weights are entangled."""
+        kinds: dict[str, list[tuple[int, int]]] = {}
+        for i, op in enumerate(ops):
+            kk = self.op_kernel(op)
+            if kk is not None:
+                kinds.setdefault(kk[0], []).append((kk[1], i))
+        groups = []
+        for members in kinds.values():
+            sizes = [k for k, _ in members]
+            if len(set(sizes)) != len(sizes):
+                raise ValueError(
+                    f"an edge lists two {self.title} ops of one kind and kernel size "
+                    f"({', '.join(ops)}); weight entanglement expected one op per kernel size"
+                )
+            if len(members) > 1:
+                groups.append(tuple(i for _, i in sorted(members, reverse=True)))
+        return groups

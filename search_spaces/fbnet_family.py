@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from search_spaces.chain import ChainCell, ChainFamily, Widths
-from search_spaces.fbnet_space import BASE_STEM, CONV_OPS, FBNetChain
+from search_spaces.fbnet_space import BASE_STEM, CONV_OPS, FBNetChain, parse_block_op
 from search_spaces.genotype import AnyGenotype, FBNetGenotype
 
 if TYPE_CHECKING:
@@ -50,6 +50,14 @@ class FBNetFamily(ChainFamily):
     # and each candidate block, without its shortcut addition (``add``)
     blocks = (stem_block, last_block, classifier_block, *CONV_OPS)
     network_module = "search_spaces.fbnet"
+
+    def op_kernel(self, op: str) -> tuple[str, int] | None:
+        """The blocks of one expansion and group count are one kind (``k3eE`` / ``k5eE``, and
+        ``k3e1g2`` / ``k5e1g2``): their depthwise kernel entangled, the 1x1s shared with it."""
+        if op not in CONV_OPS:
+            return None
+        kernel, expand, groups = parse_block_op(op)
+        return f"e{expand}g{groups}", kernel
 
     def build_network(
         self, genotype: AnyGenotype, *, C: int, num_classes: int, image_size: int, depth: int

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from search_spaces.family import Edges, Family, NetworkSpec
 from search_spaces.genotype import AnyGenotype, NB201Genotype
+from search_spaces.op_names import kind_and_kernel
 from search_spaces.space import Space
 
 if TYPE_CHECKING:
@@ -47,6 +48,12 @@ class NB201Family(Family):
         "head_nb201",  # BN, ReLU, global average pool, Linear(C_in -> C_out classes)
     )
     num_indexed = 5**6  # the benchmark's cells: 5 ops on each of 6 edges
+
+    def op_kernel(self, op: str) -> tuple[str, int] | None:
+        """``nor_conv_1x1`` and ``nor_conv_3x3`` are one kind (ReLU, conv, BN): the 1x1 kernel
+        is the centre of the 3x3, as confopt's ``ReLUConvBN`` marks its conv
+        (``searchspace/nb201/core/operations.py``)."""
+        return kind_and_kernel(op, ("nor_conv",))
 
     # ----------------------------------------------------------------------- genotypes
 

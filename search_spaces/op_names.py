@@ -26,3 +26,15 @@ NB201_OPS: tuple[str, ...] = (
 )
 # every operation of search_spaces.ops.OPS, in its order (RobustDARTS S4 adds "noise")
 OP_NAMES: tuple[str, ...] = (*DARTS_OPS, "noise", "nor_conv_1x1", "nor_conv_3x3")
+
+
+def kind_and_kernel(op: str, kinds: tuple[str, ...]) -> tuple[str, int] | None:
+    """``(kind, K)`` of an op named ``<kind>_KxK`` with ``kind`` in ``kinds`` (the ops that
+    differ from the others of their kind only in their kernel size); None otherwise."""
+    kind, _, size = op.rpartition("_")
+    if kind not in kinds:
+        return None
+    k1, _, k2 = size.partition("x")
+    if not (k1.isdigit() and k1 == k2):
+        return None
+    return kind, int(k1)

@@ -70,6 +70,14 @@ class ProxylessFamily(ChainFamily):
     blocks = (stem_block, first_block, last_block, classifier_block, *MBCONV_OPS)
     network_module = "search_spaces.proxyless"
 
+    def op_kernel(self, op: str) -> tuple[str, int] | None:
+        """The MBConvs of one expansion ratio are one kind (their depthwise kernel 3, 5 or 7
+        entangled; the expansion and projection 1x1s shared with it)."""
+        if op not in MBCONV_OPS:
+            return None
+        kernel, expand = parse_mbconv(op)
+        return f"MBConv{expand}", kernel
+
     def build_network(
         self, genotype: AnyGenotype, *, C: int, num_classes: int, image_size: int, depth: int
     ) -> nn.Module:

@@ -53,6 +53,9 @@ BASE: dict[str, list[str]] = {
 #: a component's settings that would refuse the tiny run outright (PC-DARTS's 15 warm-up epochs
 #: cover both epochs)
 COMPONENT_BASE: dict[str, list[str]] = {"pc_darts": ["components.pc_darts.warmup_epochs=1"]}
+#: a component with no keys (weight_entangle: confopt's entangle_op_weights is a switch, and
+#: listing the component is the switch) has no case here; that it acts or is refused on every
+#: strategy is tests/search/test_components.py::test_every_pairing_acts_or_is_refused
 
 #: the changed value of keys whose default is not a number or a switch (or whose generic change
 #: would be meaningless), by key (the last part of its dotted name)

@@ -77,6 +77,7 @@ from nas.selection.base import Selector, derived_genotype
 from nas.strategies.base import Batch, SearchContext, SearchStrategy, Shards
 from nas.strategies.data import epoch_loader, epoch_sampler, search_data, start_epoch
 from nas.supernet import Supernet, build_supernet, compile_supernet
+from nas.supernet.batched import check_batchable
 from search_spaces.families import family_of
 from search_spaces.genotype import AnyGenotype
 
@@ -312,6 +313,10 @@ class SearchRun(Run):
             # the components' supernet options (DARTS-'s auxiliary skip ops, PC-DARTS's edge
             # normalisation), before the weight optimiser collects the parameters
             self.strategy.prepare_supernet(supernet)
+            if getattr(self.selector, "batch_candidates", False):
+                # what the components made of the supernet (weight entanglement) refused
+                # before the search, not when the selection starts after it
+                check_batchable(supernet)
             supernet = supernet.to(self.device)
         except ValueError as e:
             prefix = f"component {setter}: " if setter and "partial channels" in str(e) else ""

@@ -60,6 +60,12 @@ def check_batchable(supernet: Supernet) -> None:
             "batched candidates: global module forward hooks are registered (they would see "
             "every candidate's batch at once); remove them or turn batch_candidates off"
         )
+    if any(op.entangled for op in supernet.mixed_ops()):
+        raise ValueError(
+            "batched candidates: the supernet's ops are weight-entangled (a group runs as one "
+            "op on mixed kernels, which a per-candidate weighting cannot split); expected "
+            "batch_candidates off"
+        )
     for name, m in supernet.named_modules():
         if _hooked(m):
             raise ValueError(

@@ -44,6 +44,11 @@ place, and the gradient of each mixing weight, ``<dL/do, o_k(x)>``, is a dot pro
 a product tensor that is then summed; op outputs are kept for the backward only when the
 mixing weights need a gradient.
 
+Weight entanglement (``nas.supernet.entangle``, set by the ``weight_entangle`` component):
+``entangled`` lists groups of ops of one kind at several kernel sizes; a group whose members
+run is computed as its largest op with the alpha-weighted centre crops of its kernel, added to
+the edge's sum with weight 1; the other ops are mixed as above.
+
 Binary gates (ProxylessNAS, ``nas.strategies.proxylessnas``): ``gate_probe``, set by the strategy
 around one forward, names ops of gate 0 whose gate still gets its gradient ``<dL/do, o_k(x)>``,
 from an output computed without autograd (``_GateProbe``), so only the active path holds
@@ -60,6 +65,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.modules import module as _module
+
+from nas.supernet.entangle import EntangledGroup, group_output, single_output
 
 # RELU_FIRST: the ops where ``op.after_relu(relu(x)) == op(x)``
 from search_spaces.ops import RELU_FIRST, BatchNorm2d, build_op
@@ -428,6 +435,14 @@ class MixedOp(nn.Module):
         # candidates batched along the batch dimension (``nas.supernet.batched``): None, or
         # what maps this forward's weight row to per-chunk weights (set around one forward)
         self.chunked: Any = None
+        # weight entanglement (nas.supernet.entangle): the groups, and op index -> its group
+        self.entangled: list[EntangledGroup] = []
+        self._group_of: dict[int, EntangledGroup] = {}
+
+    def set_entangled(self, groups: list[EntangledGroup]) -> None:
+        """Compute ``groups`` (``nas.supernet.entangle.entangle_mixed_op``'s) entangled."""
+        self.entangled = list(groups)
+        self._group_of = {k: g for g in groups for k in g.members}
 
     def running_ops(self, active_O: list[bool]) -> list[int]:
         """The indices of the ops this forward runs: active and not ``none``."""
@@ -440,7 +455,10 @@ class MixedOp(nn.Module):
             self.share_relu
             and self.k == 1
             and any(
-                active_O[k] and self._runnable[k] and isinstance(op, RELU_FIRST)
+                active_O[k]
+                and self._runnable[k]
+                and k not in self._group_of
+                and isinstance(op, RELU_FIRST)
                 for k, op in enumerate(self.ops)
             )
         )
@@ -472,6 +490,10 @@ class MixedOp(nn.Module):
         channels); None for ``none``. Called without autograd by ``_GateProbe``."""
         if not self._runnable[k]:
             return None
+        group = self._group_of.get(k)
+        if group is not None:
+            x_op = x if self.k == 1 else x[:, : self.C // self.k]
+            return single_output(self.ops, group, x_op, k)
         if self.k == 1:
             y: Tensor = self.ops[k](x)
             return y
@@ -521,7 +543,18 @@ class MixedOp(nn.Module):
             acc = extra if acc is None else acc + extra
         # batched candidates: a row that differs across the chunks (None: the same for all)
         row = None if self.chunked is None else self.chunked.row(weights_O)
+        groups: list[tuple[EntangledGroup, list[int]]] = []
+        if self._group_of:
+            assert row is None, "batched candidates are refused for entangled ops"
+            for group in self.entangled:
+                live = [k for k in group.members if k in ops]
+                if live:
+                    groups.append((group, live))
+            ops = [k for k in ops if k not in self._group_of]
         if self.k == 1:
+            for group, live in groups:  # each group's output joins the sum with weight 1
+                y_g = group_output(self.ops, group, x, weights_O, live)
+                acc = y_g if acc is None else acc + y_g
             if not ops:
                 return acc
             ys: list[Tensor] = []
@@ -555,6 +588,11 @@ class MixedOp(nn.Module):
         for k in ops:
             with nullcontext() if row is None else row.running(k):
                 ys.append(self.ops[k](x_op))
+        if groups:  # each group's output mixed in with weight 1 (an entry of its own)
+            n_ops = weights_O.shape[0]
+            ops = ops + [n_ops + i for i in range(len(groups))]
+            ys += [group_output(self.ops, g, x_op, weights_O, live) for g, live in groups]
+            weights_O = torch.cat([weights_O, weights_O.new_ones(len(groups))])
         if self.stride == 2:
             x_bypass = F.max_pool2d(x_bypass, 2, 2)
         if row is not None and ops:  # the chunks' sums, then mixed in as one op of weight 1
