@@ -7,6 +7,7 @@ built in fresh processes for each row; beside darts-pt in one side-by-side table
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -233,3 +234,25 @@ def test_the_real_confopt_row_builds(tmp_path, name):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["reference"] == "confopt" and result["search_step_s"] > 0
+
+
+def test_profile_step_profiles_the_confopt_step_and_refuses_two_references(tmp_path):
+    from experiments.benchmarks import profile_step
+
+    root = write_tree(tmp_path / "confopt", FAKE_CONFOPT)
+    env = {**os.environ, "FAKE_REF_LOG": str(tmp_path / "log"), "PYTHONPATH": os.getcwd()}
+    cmd = [sys.executable, profile_step.__file__, "--only", "nb201-drnas-k1", *TINY[:6]]
+    cmd += ["--steps", "1", "--warmup", "0", "--threads", "1"]
+    done = subprocess.run(
+        [*cmd, "--reference-root", f"confopt={root}"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("nb201-drnas-k1, reference (confopt): 1 profiled steps")
+    assert "sampler DRNASSampler step" in (tmp_path / "log").read_text()
+    darts = write_tree(tmp_path / "drnas", {"DARTS-space/model_search.py": ""})
+    both = [*cmd, "--reference-root", f"confopt={root}", f"drnas={darts}"]
+    done = subprocess.run(both, capture_output=True, text=True, env=env)
+    assert done.returncode != 0
+    assert "profiles one reference: expected --reference-root drnas=PATH or confopt=PATH" in (
+        done.stderr
+    )
