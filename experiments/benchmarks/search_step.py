@@ -322,11 +322,12 @@ def run_reference(
 
     torch.set_num_threads(threads)
     space, C, layers, strategy, order, k, batch, _, _ = SETTINGS[name]
-    reference = reference or REFERENCE_OF[name][0]
-    if reference not in REFERENCE_OF.get(name, ()):
+    refs = REFERENCE_OF.get(name, ())
+    reference = reference or (refs[0] if refs else "")
+    if reference not in refs:
         raise SystemExit(
-            f"--child-reference {reference}: expected one of {REFERENCE_OF.get(name, ())} "
-            f"for {name}"
+            f"--child-reference {reference or '(none)'}: expected one of "
+            f"{', '.join(refs) or 'none (no reference code)'} for {name}"
         )
     torch.manual_seed(0)
     arch_step, weight_step, base_rss = reference_search_step(

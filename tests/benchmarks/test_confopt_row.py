@@ -177,7 +177,7 @@ def test_confopt_has_no_second_order_row(tmp_path):
     cmd = [sys.executable, str(BENCH / "search_step.py"), "--reference-child", "darts-darts2"]
     cmd += ["--child-root", str(root), "--child-reference", "confopt", *TINY]
     assert search_step._child(cmd) == {
-        "error": "--child-reference confopt: expected one of ('darts',) for darts-darts2"
+        "error": "--child-reference confopt: expected one of darts for darts-darts2"
     }
     assert parse_roots([f"confopt={root}"]) == {"confopt": str(root)}
     with pytest.raises(SystemExit, match="no src/confopt/train/configurable_trainer.py"):
