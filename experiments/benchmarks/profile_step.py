@@ -10,6 +10,8 @@ batch norm, elementwise and pooling, copies and layout changes, the rest.
     python experiments/benchmarks/profile_step.py --only nb201-darts1 --amp bf16
     python experiments/benchmarks/profile_step.py --only nb201-darts1 \
         --reference-root darts-pt=/tmp/refs/darts-pt --reference-channels-last
+    python experiments/benchmarks/profile_step.py --only nb201-darts1 \
+        --reference-root confopt=/tmp/refs/confopt      # one reference of the row at a time
 
 ``--C``, ``--layers``, ``--batch`` shrink the setting (as in ``search_step.py``).
 """
@@ -88,17 +90,21 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    space, C, layers, _, order, k, batch, _, _ = SETTINGS[args.only]
+    space, C, layers, strategy, order, k, batch, _, _ = SETTINGS[args.only]
     if args.reference_root:
         roots = parse_roots(args.reference_root)
-        ref = REFERENCE_OF.get(args.only, "")
-        if ref not in roots:
+        refs = REFERENCE_OF.get(args.only, ())
+        given = [ref for ref in refs if ref in roots]
+        if len(given) != 1:
+            wanted = " or ".join(f"{ref}=PATH" for ref in refs) or "nothing (no reference code)"
             raise SystemExit(
-                f"--only {args.only} compares with {ref}: give --reference-root {ref}=PATH"
+                f"--only {args.only} profiles one reference: expected --reference-root "
+                f"{wanted}, got {', '.join(roots) or 'none of them'}"
             )
+        ref = given[0]
         channels_last = args.reference_channels_last
         arch_step, weight_step, _ = reference_search_step(
-            ref, roots[ref], space, C, layers, order, k, channels_last
+            ref, roots[ref], space, C, layers, order, k, channels_last, strategy
         )
         who = f"reference ({ref}{', channels_last' if channels_last else ''})"
     else:

@@ -15,6 +15,14 @@ as on our side):
   ``architect.step(...)``, both ``zero_grad``, forward, loss, backward, clipping, SGD step, both
   ``zero_grad``.
 
+- confopt (automl/ConfigurableOptimizer ``src/confopt``; DARTS and DrNAS samplers on its NB201 and
+  DARTS search spaces): the statements of one step of ``ConfigurableTrainer._train_epoch``
+  (``train/configurable_trainer.py``) after its epoch start, without its bookkeeping (meters,
+  gradient statistics, layer-alignment scores): ``model.new_step()``, then
+  ``arch_optimizer.zero_grad()``, forward, loss, backward, ``arch_optimizer.step()``, then
+  ``w_optimizer.zero_grad()``, forward, loss, backward, clipping of
+  ``model_weight_parameters()`` at 5, SGD step. confopt has no second-order step.
+
 DARTS-PT's selection (ruocwang/darts-pt ``sota/cnn``, ``--method darts-proj``, space ``s5``)
 runs the reference's ``projection.project_op`` / ``project_edge`` with the ``infer`` function of
 its ``train_search.py`` (loaded alone: that script parses the command line at import).
@@ -39,7 +47,15 @@ REFERENCES = {
     "darts": ("quark0/darts", "cnn/model_search.py"),
     "drnas": ("xiangning-chen/DrNAS", "DARTS-space/model_search.py"),
     "darts-pt": ("ruocwang/darts-pt", "sota/cnn/projection.py"),
+    "confopt": ("automl/ConfigurableOptimizer", "src/confopt/train/configurable_trainer.py"),
 }
+
+# packages of confopt whose ``__init__`` is not run: ``confopt.searchspace``'s imports all seven
+# spaces (NAS-Bench-1Shot1's needs ``nasbench``, a git-only package with TensorFlow, and
+# ConfigSpace) and ``confopt.train``'s the trainer (fvcore's checkpointer). The step's own modules
+# are imported from the checkout; of the package namespaces they need only
+# ``confopt.searchspace.DARTSSearchSpace`` (``train/search_space_handler.py``'s import).
+CONFOPT_BARE_PACKAGES = ("confopt.searchspace", "confopt.train")
 
 
 def parse_roots(items: list[str] | None) -> dict[str, str]:
@@ -83,14 +99,18 @@ def search_step(
     order: int,
     k: int,
     channels_last: bool,
+    strategy: str = "darts",
 ) -> StepFns:
     """The reference's step halves, and the process's RSS after its imports (the memory
-    baseline: the peak is measured against it, as on our side)."""
+    baseline: the peak is measured against it, as on our side). ``strategy`` picks the method
+    where a reference has several (confopt: ``darts`` or ``drnas``)."""
     import torch
     import torch.nn as nn
 
     criterion = nn.CrossEntropyLoss()
     clip = nn.utils.clip_grad_norm_
+    if reference == "confopt":
+        return confopt_step(root, space, C, layers, order, k, channels_last, strategy)
     if reference == "darts" and space == "darts":
         _enter(root, "cnn", ["cnn"])
         from architect import Architect  # type: ignore[import-not-found]
@@ -234,6 +254,121 @@ def search_step(
     raise SystemExit(f"no reference row for {reference} on space {space}")
 
 
+def _enter_confopt(root: str) -> None:
+    """Import confopt from the checkout's ``src`` (through the shims' finder: no bytecode is
+    written there), its packages of ``CONFOPT_BARE_PACKAGES`` without their ``__init__``."""
+    import types
+
+    _enter(root, "src", ["src"])
+    for name in CONFOPT_BARE_PACKAGES:
+        package = types.ModuleType(name)
+        package.__path__ = [os.path.join(root, "src", *name.split("."))]
+        sys.modules[name] = package
+
+
+def confopt_step(
+    root: str,
+    space: str,
+    C: int,
+    layers: int,
+    order: int,
+    k: int,
+    channels_last: bool,
+    strategy: str,
+) -> StepFns:
+    """confopt's DARTS or DrNAS step on its NB201 (``nb201``), DARTS (``darts``) or DARTS
+    space without ``none`` (``s5``, its ``primitives`` argument) search space, built as
+    ``train/experiment.py`` builds them for a DARTS / DrNAS profile: the space, the sampler
+    (``sample_frequency="step"``), ``SearchSpaceHandler.adapt_search_space`` (the sampler as a
+    component; at K > 1 a ``PartialConnector(k=K)`` in every ``OperationBlock``), the sampler's
+    ``sample`` as the model's sample function (the trainer's epoch start), SGD on
+    ``model_weight_parameters()`` and Adam on ``arch_parameters`` with the profile's settings.
+
+    Edge normalisation stays off at K > 1, as in DrNAS's own code and ours (a confopt profile
+    with partial connections turns PC-DARTS's edge normalisation on); no regulariser term
+    (DrNAS's ``reg_type=l2`` is the Adam weight decay on the architecture parameters)."""
+    import torch
+    import torch.nn as nn
+
+    if order != 1:
+        raise SystemExit("confopt has no second-order step (configurable_trainer.py)")
+    if strategy not in ("darts", "drnas") or space not in ("nb201", "darts", "s5"):
+        raise SystemExit(
+            f"no confopt row for {strategy} on space {space}: expected darts or drnas on "
+            "nb201, darts or s5"
+        )
+    _enter_confopt(root)
+    from confopt.searchspace.darts.supernet import (  # type: ignore[import-not-found]
+        DARTSSearchSpace,
+    )
+    from confopt.searchspace.nb201.supernet import (  # type: ignore[import-not-found]
+        NASBench201SearchSpace,
+    )
+
+    sys.modules["confopt.searchspace"].DARTSSearchSpace = DARTSSearchSpace
+    from confopt.oneshot.archsampler import (  # type: ignore[import-not-found]
+        DARTSSampler,
+        DRNASSampler,
+    )
+    from confopt.oneshot.partial_connector import (  # type: ignore[import-not-found]
+        PartialConnector,
+    )
+    from confopt.searchspace.darts.core.genotypes import (  # type: ignore[import-not-found]
+        PRIMITIVES,
+    )
+    from confopt.train.search_space_handler import (  # type: ignore[import-not-found]
+        SearchSpaceHandler,
+    )
+
+    criterion = nn.CrossEntropyLoss()
+    base = rss_mib()
+    if space == "nb201":
+        model = NASBench201SearchSpace(C=C, N=layers, num_classes=10, k=k)
+    else:
+        primitives = [p for p in PRIMITIVES if space == "darts" or p != "none"]
+        model = DARTSSearchSpace(C=C, num_classes=10, layers=layers, primitives=primitives, k=k)
+    # profile/profiles.py (DRNASProfile) and profile/base.py (DARTSProfile): weight lr 0.025
+    # (DrNAS on the DARTS space 0.1), weight decay 3e-4 (NB201 DARTS 5e-4), arch lr 3e-4
+    # (DrNAS on the DARTS space 6e-4), Adam betas (0.5, 0.999), arch weight decay 1e-3
+    darts_space = space != "nb201"
+    lr = 0.1 if strategy == "drnas" and darts_space else 0.025
+    arch_lr = 6e-4 if strategy == "drnas" and darts_space else 3e-4
+    weight_decay = 5e-4 if strategy == "darts" and not darts_space else 3e-4
+    sampler_class = DRNASSampler if strategy == "drnas" else DARTSSampler
+    sampler = sampler_class(arch_parameters=model.arch_parameters, sample_frequency="step")
+    connector = PartialConnector(k=k) if k > 1 else None
+    handler = SearchSpaceHandler(sampler=sampler, partial_connector=connector)
+    handler.adapt_search_space(model)
+    handler.update_sample_function_from_sampler(model)
+    model = _memory_format(model, channels_last)
+    w_optimizer = torch.optim.SGD(
+        model.model_weight_parameters(), lr, momentum=0.9, nesterov=False, weight_decay=weight_decay
+    )
+    arch_optimizer = torch.optim.Adam(
+        model.arch_parameters, lr=arch_lr, betas=(0.5, 0.999), weight_decay=1e-3
+    )
+    model.train()
+
+    def arch_step(tb: Any, vb: Any) -> None:
+        model.new_step()
+        arch_optimizer.zero_grad()
+        _, logits = model(vb[0])
+        arch_loss = handler.add_reg_terms(model, criterion(logits, vb[1]))
+        arch_loss.backward()
+        arch_optimizer.step()
+        handler.perturb_parameter(model)
+
+    def weight_step(tb: Any) -> None:
+        w_optimizer.zero_grad()
+        _, logits = model(tb[0])
+        base_loss = handler.add_reg_terms(model, criterion(logits, tb[1]))
+        base_loss.backward()
+        nn.utils.clip_grad_norm_(model.model_weight_parameters(), 5)
+        w_optimizer.step()
+
+    return arch_step, weight_step, base
+
+
 def _memory_format(model: Any, channels_last: bool) -> Any:
     import torch
 
@@ -295,7 +430,7 @@ def add_reference_args(parser: argparse.ArgumentParser, threads_default: int = 2
         metavar="NAME=PATH",
         help="run side by side with your own checkout(s) of the reference code: "
         "darts=PATH (quark0/darts), drnas=PATH (xiangning-chen/DrNAS), "
-        "darts-pt=PATH (ruocwang/darts-pt)",
+        "darts-pt=PATH (ruocwang/darts-pt), confopt=PATH (automl/ConfigurableOptimizer)",
     )
     parser.add_argument(
         "--reference-channels-last",

@@ -25,11 +25,17 @@ round), same threads, batch and shapes; the table gives the best and the median 
 (each round's figure is the median of its timed steps), the peak memory and the ratios:
 
     python experiments/benchmarks/search_step.py --reference-root darts=/tmp/refs/darts \
-        drnas=/tmp/refs/drnas darts-pt=/tmp/refs/darts-pt --rounds 3 [--reference-channels-last]
+        drnas=/tmp/refs/drnas darts-pt=/tmp/refs/darts-pt confopt=/tmp/refs/confopt \
+        --rounds 3 [--reference-channels-last]
 
 The references: DARTS rows run quark0/darts ``cnn/``, the NB201 DARTS row darts-pt's
 ``nasbench201/`` (DARTS on NB201 as darts-pt's code runs it), DrNAS rows
-DrNAS's ``DARTS-space/`` and ``201-space/`` (see ``reference_runs.py``). Memory: the peak RSS of
+DrNAS's ``DARTS-space/`` and ``201-space/`` (see ``reference_runs.py``). confopt
+(automl/ConfigurableOptimizer, the closest peer toolkit: ``confopt=PATH``) runs beside them on
+the first-order DARTS and DrNAS rows of both spaces (``nb201-darts1``, ``nb201-drnas-k1``,
+``darts-darts1``, ``s5-drnas-k4-c16``): its step needs ``pip install thop reinmax wandb``
+beside torch (``confopt.utils`` imports wandb for its logger), nothing else of its
+dependency list. Memory: the peak RSS of
 the process minus its RSS after the imports, before the supernet is built (the same measure for
 both sides, which import different libraries; ``peak_rss_mib`` in the JSON is the whole process).
 
@@ -106,16 +112,18 @@ WHOLE_STEP = {"fbnet", "gdas", "proxylessnas", "reinmax", "rsws", "snas"}
 # steps counted for the FLOPs of a sampling strategy's step (their mean)
 FLOP_SAMPLES = 8
 
-# setting -> the reference code it is compared with (``--reference-root NAME=PATH``)
+# setting -> the reference code it is compared with (``--reference-root NAME=PATH``): the
+# reproduction of the method's paper first, then confopt (automl/ConfigurableOptimizer), the
+# closest peer toolkit, where it has the step (first order only)
 REFERENCE_OF = {
-    "darts-darts1": "darts",
-    "darts-darts2": "darts",
-    "nb201-darts1": "darts-pt",
-    "nb201-drnas-k1": "drnas",
-    "s5-drnas-k4-c16": "drnas",
-    "s5-drnas-k6-c36": "drnas",
-    "s5-drnas-k6-c36-b16": "drnas",
-    "s5-drnas-k1-c36-b16": "drnas",
+    "darts-darts1": ("darts", "confopt"),
+    "darts-darts2": ("darts",),
+    "nb201-darts1": ("darts-pt", "confopt"),
+    "nb201-drnas-k1": ("drnas", "confopt"),
+    "s5-drnas-k4-c16": ("drnas", "confopt"),
+    "s5-drnas-k6-c36": ("drnas",),
+    "s5-drnas-k6-c36-b16": ("drnas",),
+    "s5-drnas-k1-c36-b16": ("drnas",),
 }
 
 
@@ -300,21 +308,36 @@ def throughput_cells(r: dict[str, Any], peak: float | None) -> str:
 
 
 def run_reference(
-    name: str, root: str, channels_last: bool, steps: int, warmup: int, threads: int
+    name: str,
+    root: str,
+    channels_last: bool,
+    steps: int,
+    warmup: int,
+    threads: int,
+    reference: str | None = None,
 ) -> dict[str, float | str]:
-    """One reference row in this (fresh) process: its own code from the user's checkout."""
+    """One reference row in this (fresh) process: its own code from the user's checkout
+    (``reference``: one of the setting's ``REFERENCE_OF``, by default the first)."""
     import torch
 
     torch.set_num_threads(threads)
-    space, C, layers, _, order, k, batch, _, _ = SETTINGS[name]
+    space, C, layers, strategy, order, k, batch, _, _ = SETTINGS[name]
+    refs = REFERENCE_OF.get(name, ())
+    reference = reference or (refs[0] if refs else "")
+    if reference not in refs:
+        raise SystemExit(
+            f"--child-reference {reference or '(none)'}: expected one of "
+            f"{', '.join(refs) or 'none (no reference code)'} for {name}"
+        )
     torch.manual_seed(0)
     arch_step, weight_step, base_rss = reference_search_step(
-        REFERENCE_OF[name], root, space, C, layers, order, k, channels_last
+        reference, root, space, C, layers, order, k, channels_last, strategy
     )
     times = time_steps(arch_step, weight_step, batch, channels_last, steps, warmup)
     peak = peak_rss_mib()
     return {
         "setting": name,
+        "reference": reference,
         "channels_last": str(channels_last),
         **times,
         "peak_rss_mib": peak,
@@ -368,17 +391,20 @@ def side_by_side(args: argparse.Namespace, roots: dict[str, str]) -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.only or list(SETTINGS):
-        ref = REFERENCE_OF.get(name, "")
-        if ref not in roots:
-            print(f"| {name} | - | skipped: no --reference-root {ref}=PATH | | | | | | |")
+        refs = REFERENCE_OF.get(name, ())
+        if not any(ref in roots for ref in refs):
+            wanted = " or ".join(f"{ref}=PATH" for ref in refs) or "(no reference code)"
+            print(f"| {name} | - | skipped: no --reference-root {wanted} | | | | | | |")
             continue
         runs = {"ours": base + ["--child", name, "--channels-last", args.channels_last]}
         runs["ours"] += ["--compile"] if getattr(args, "compile", False) else []
         runs["ours"] += ["--fuse"] if getattr(args, "fuse", False) else []
-        ref_cmd = base + ["--reference-child", name, "--child-root", roots[ref]]
-        runs[f"reference ({ref})"] = ref_cmd + ["--channels-last", "false"]
-        if args.reference_channels_last:
-            runs[f"reference ({ref}), channels_last"] = ref_cmd + ["--channels-last", "true"]
+        for ref in (r for r in refs if r in roots):
+            ref_cmd = base + ["--reference-child", name, "--child-root", roots[ref]]
+            ref_cmd += ["--child-reference", ref]
+            runs[f"reference ({ref})"] = ref_cmd + ["--channels-last", "false"]
+            if args.reference_channels_last:
+                runs[f"reference ({ref}), channels_last"] = ref_cmd + ["--channels-last", "true"]
         results: dict[str, list[dict[str, Any]]] = {label: [] for label in runs}
         for r in range(args.rounds):
             # flip the order every round, so drift of the machine hits both sides alike
@@ -470,6 +496,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--reference-child", help=argparse.SUPPRESS)
     parser.add_argument("--child-root", help=argparse.SUPPRESS)
+    parser.add_argument("--child-reference", help=argparse.SUPPRESS)
     args = parser.parse_args()
     _override_shapes(args)
     if args.cuda_graphs and not args.device.startswith("cuda"):
@@ -498,6 +525,7 @@ def main() -> None:
             args.steps,
             args.warmup,
             args.threads,
+            args.child_reference,
         )
         print(json.dumps(result))
         return
