@@ -93,7 +93,9 @@ def test_selector_on_strategy_on_space(tmp_path: Path, space: str, strategy: str
 @pytest.mark.parametrize(
     "space,strategy,selector,component", [pytest.param(*r, id="-".join(r)) for r in ROWS]
 )
-def test_pairwise_pairings(tmp_path: Path, space: str, strategy: str, selector: str, component: str):
+def test_pairwise_pairings(
+    tmp_path: Path, space: str, strategy: str, selector: str, component: str
+):
     _pairing(tmp_path, space, strategy, selector, component)
 
 
