@@ -418,7 +418,17 @@ def check(case: Case) -> None:
 
 
 def cases(found: list[Case]) -> list[Any]:
-    """``found`` less the declared keys, as pytest params named by their ids."""
+    """``found`` less the declared keys, as pytest params named by their ids. Each key runs
+    with its first strategy in the fast tier and with every other one in the full tier
+    (marked ``slow``)."""
     import pytest
 
-    return [pytest.param(c, id=c.id) for c in found if not declared(c.plugin, c.key)]
+    seen: set[tuple[str, str]] = set()
+    params = []
+    for c in found:
+        if declared(c.plugin, c.key):
+            continue
+        first = (c.plugin, c.key) not in seen
+        seen.add((c.plugin, c.key))
+        params.append(pytest.param(c, id=c.id, marks=() if first else pytest.mark.slow))
+    return params

@@ -17,6 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", NAS_PROGRESS="none")
 TINY = ["space=nb201", "epochs=1", "data.max_items=64", "batch_size=16", "figures=false"]
 
@@ -83,6 +85,7 @@ def _run(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
 
+@pytest.mark.slow
 def test_an_installed_package_adds_a_strategy_and_a_component(tmp_path):
     site, work = tmp_path / "site", tmp_path / "work"
     site.mkdir()
@@ -105,6 +108,7 @@ def test_an_installed_package_adds_a_strategy_and_a_component(tmp_path):
     assert bad.returncode == 2 and "scaled_darts" in bad.stderr and "drnas" in bad.stderr
 
 
+@pytest.mark.slow
 def test_from_python_too(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

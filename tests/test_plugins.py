@@ -90,6 +90,7 @@ def _nas_search(code: Path, configs: Path, run_dir: Path, *overrides: str):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_strategy_and_a_selector_of_ones_own_run_by_their_file_names(plugin_dirs, tmp_path):
     code, configs = plugin_dirs
     run_dir = tmp_path / "run"
@@ -118,6 +119,7 @@ def test_an_unknown_plugin_name_lists_those_of_every_folder(plugin_dirs, tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_bug_inside_a_plugin_shows_its_traceback(plugin_dirs, tmp_path):
     code, configs = plugin_dirs
     proc = _nas_search(code, configs, tmp_path / "run", "search=broken")

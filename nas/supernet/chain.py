@@ -188,7 +188,15 @@ class ChainSupernet(Supernet):
         for i in blocks:
             op = self.cells[i]
             skip = x if self.shortcut[i] else None
-            out = op(x, w_E[i], active[i], None)
+            active_i = active[i]
+            if skip is None and not any(active_i):
+                # every weight of a block that changes the shape is 0 (architecture dropout
+                # dropped a one-hot sample): its output is 0 * op(x), of the block's shape, so
+                # the first allowed op runs at weight 0
+                allowed = self.op_mask(self.cell_type)[i].tolist()
+                first = allowed.index(True)
+                active_i = [k == first for k in range(len(active_i))]
+            out = op(x, w_E[i], active_i, None)
             if edge_w is not None and out is not None:  # PC-DARTS's edge normalisation
                 out = out * edge_w[self.cell_type][i]
             if out is None:  # only the skip op is active: the block passes its input on

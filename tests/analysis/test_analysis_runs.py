@@ -97,6 +97,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(RUNS))
 def test_write_run_figures(runs, name):
     run_dir = runs[name]
@@ -182,6 +183,7 @@ def copy_run(src: Path, dst: Path, *, search: str, selection: str, **selection_k
     return dst
 
 
+@pytest.mark.slow
 def test_plugin_declarations_draw_their_figures(runs, tmp_path, monkeypatch):
     (tmp_path / "user").mkdir()
     (tmp_path / "user" / "my_nas_plugins.py").write_text(USER_PLUGINS)
@@ -266,6 +268,7 @@ def test_nas_plot_a_run_folder(runs, tmp_path, capsys):
         assert_real_image(Path(p))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_top_to_bottom(runs, notebook, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")

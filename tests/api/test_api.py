@@ -48,6 +48,7 @@ def _events(run_dir: Path) -> list[object]:
     return [_without_timing(json.loads(line)) for line in lines if line.strip()]
 
 
+@pytest.mark.slow
 def test_search_and_train_equal_the_command_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("NAS_PROGRESS", "none")
     cli_dir, api_dir = tmp_path / "cli", tmp_path / "api"
@@ -90,6 +91,7 @@ def test_search_and_train_equal_the_command_lines(tmp_path, monkeypatch):
     assert _events(api_train) == _events(cli_train)
 
 
+@pytest.mark.slow
 def test_default_run_folder_is_the_commands(tmp_path, monkeypatch):
     monkeypatch.setenv("NAS_PROGRESS", "none")
     (tmp_path / "api").mkdir()
@@ -243,6 +245,7 @@ STOP_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path):
     stopped, whole = tmp_path / "stopped", tmp_path / "whole"
     done = subprocess.run(

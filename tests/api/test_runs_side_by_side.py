@@ -11,7 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.api.test_api import ENV, TINY_SEARCH, _events
+
+pytestmark = pytest.mark.slow
 
 SCRIPT = textwrap.dedent(
     f"""

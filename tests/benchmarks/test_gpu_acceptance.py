@@ -14,6 +14,7 @@ from experiments.benchmarks import gpu_acceptance as G
 from nas.plugins import available
 
 
+@pytest.mark.slow
 def test_dry_run_writes_every_row_to_the_json_and_the_table(tmp_path):
     proc = subprocess.run(
         [sys.executable, G.__file__, "--dry-run", "--out", str(tmp_path)],
@@ -97,6 +98,7 @@ def test_no_cuda_device_is_one_line(tmp_path):
     assert "--device cuda: no CUDA device here" in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_group_of_rows_in_a_fresh_process_reports_each_row(tmp_path):
     # the path every CUDA row takes, here on the CPU: one row that runs, one that fails
     good = {"kind": "search", "name": "search darts fp32 eager", "strategy": "darts"}

@@ -13,6 +13,7 @@ from experiments.benchmarks import gpu_step
 TINY = ["--C", "4", "--layers", "1", "--batch", "4", "--steps", "1", "--warmup", "1"]
 
 
+@pytest.mark.slow
 def test_fp32_and_bf16_steps_of_a_row_on_the_cpu(tmp_path):
     out = tmp_path / "rows.json"
     proc = subprocess.run(
@@ -57,6 +58,7 @@ def test_no_cuda_device_is_one_line():
     assert proc.stderr.strip().splitlines()[-1].startswith("--device cuda: no CUDA device here")
 
 
+@pytest.mark.slow
 def test_chosen_configs_run_and_cuda_graphs_are_skipped_in_a_line_off_a_cuda_device(tmp_path):
     out = tmp_path / "rows.json"
     proc = subprocess.run(

@@ -4,6 +4,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from experiments.benchmarks import profile_step, search_step
 
 
@@ -18,6 +20,7 @@ def test_kinds_of_operators():
     assert profile_step.kind_of("aten::something_else") == "other"
 
 
+@pytest.mark.slow
 def test_profiles_a_tiny_step_of_ours():
     proc = subprocess.run(
         [

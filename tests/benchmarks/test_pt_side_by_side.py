@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from experiments.benchmarks import pt_selection
 
 BENCH = Path(pt_selection.__file__).parent
@@ -113,6 +115,7 @@ def test_reference_projections_run_from_a_fake_checkout(tmp_path):
     assert [d[-1] for d in decisions] == ["normal", "reduce"] * 3
 
 
+@pytest.mark.slow
 def test_our_full_selection_runs_with_the_selection_context_it_needs():
     # the benchmark's stand-in for nas-search's selection context must offer what DARTS-PT
     # calls (stop_point, progress, ...): a full selection at a tiny size, every projection
@@ -120,6 +123,7 @@ def test_our_full_selection_runs_with_the_selection_context_it_needs():
     assert result["seconds"] > 0 and result["peak_rss_mib"] > 0
 
 
+@pytest.mark.slow
 def test_our_full_selection_runs_batched_in_nchw():
     # the --batch-candidates rows' child: candidates as one batch, NCHW
     result = pt_selection.run_child(
@@ -128,6 +132,7 @@ def test_our_full_selection_runs_batched_in_nchw():
     assert result["seconds"] > 0 and result["peak_rss_mib"] > 0
 
 
+@pytest.mark.slow
 def test_our_flop_count_is_of_the_evaluations_run():
     # without prefix reuse every candidate recomputes the cells before the first reduction
     # cell, so the count of one reduce-edge projection grows; the time is not what is tested

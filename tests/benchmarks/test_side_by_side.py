@@ -94,6 +94,7 @@ def run_bench(args, log, cwd=None):
     )
 
 
+@pytest.mark.slow
 def test_reference_child_runs_the_fake_darts_from_its_folder(tmp_path):
     root = write_tree(tmp_path / "darts", FAKE_DARTS)
     log = tmp_path / "log"

@@ -49,6 +49,7 @@ def fake_darts(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["reference-code", "reference-code-nhwc"])
 def test_the_reference_codes_own_step_runs_from_a_checkout(fake_darts, config):
     code = (
@@ -88,6 +89,7 @@ def _ours(batch: int) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_our_step_carries_its_flop_count_which_grows_with_the_batch():
     small, large = _ours(2), _ours(4)
     assert small["step_gflop"] > 0

@@ -66,6 +66,7 @@ def test_export_refuses_bad_outputs_before_building(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+@pytest.mark.slow
 def test_export_writes_one_self_contained_onnx_file(tmp_path):
     pytest.importorskip("onnxruntime")
     import onnxruntime
@@ -137,6 +138,7 @@ def test_output_checks(tmp_path):
         check_output_folder(tmp_path / "f", "--out")
 
 
+@pytest.mark.slow
 def test_profile_sigterm_stops_after_the_part_and_the_same_command_continues(tmp_path):
     """A real process signalled while it times parts: exit 143 within a part, the parts timed
     so far kept; the same command then measures only the rest and keeps those as they were."""

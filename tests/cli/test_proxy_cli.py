@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 
 def nas_proxy(*args: str):
     cmd = [sys.executable, "-m", "nas.cli.proxy", *args]

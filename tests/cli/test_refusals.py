@@ -37,6 +37,7 @@ def test_a_bad_progress_mode_is_refused_before_the_run_folder(tmp_path):
     assert not run_dir.exists()
 
 
+@pytest.mark.slow
 def test_files_that_are_not_images_are_one_line_and_leave_nothing(tmp_path):
     for c in ("a", "b"):
         (tmp_path / "imgs" / c).mkdir(parents=True)
@@ -59,6 +60,7 @@ def test_files_that_are_not_images_are_one_line_and_leave_nothing(tmp_path):
     assert not run_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_refused_run_keeps_a_folder_that_was_there(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()

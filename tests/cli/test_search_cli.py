@@ -57,6 +57,7 @@ def uninterrupted(tmp_path_factory) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_search_writes_the_run_folder(uninterrupted):
     run_dir = uninterrupted
     assert (run_dir / "config.yaml").is_file()
@@ -91,6 +92,7 @@ def test_search_writes_the_run_folder(uninterrupted):
     assert steps == list(range(1, len(steps) + 1))
 
 
+@pytest.mark.slow
 def test_stdout_names_the_genotype(tmp_path):
     proc = nas_search(tmp_path / "r", "epochs=1")
     assert proc.returncode == 0, proc.stderr
@@ -128,6 +130,7 @@ def uninterrupted_of(tmp_path_factory, uninterrupted):
 # Interrupted runs: the hooked program (tests/hooked_cli.py) pauses at an exact step, the test
 # acts (a signal, kill -9, a second run), then lets it go on. TINY: 3 steps per epoch, so step 5
 # is the second step of the second epoch (one epoch-end checkpoint written).
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", available("search"))
 def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted_of, strategy):
     uninterrupted = uninterrupted_of(strategy)
@@ -157,6 +160,7 @@ def test_kill9_then_resume_equals_uninterrupted(tmp_path, uninterrupted_of, stra
     assert steps == sorted(set(steps))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGTERM, 143, "preempted"),
                                                       (signal.SIGINT, 130, "interrupted")])  # fmt: skip
 def test_sigterm_and_ctrl_c_checkpoint_at_the_step_and_resume_exactly(
@@ -182,6 +186,7 @@ def test_sigterm_and_ctrl_c_checkpoint_at_the_step_and_resume_exactly(
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_stops_at_once_and_never_tears_the_checkpoint(tmp_path, uninterrupted):
     run_dir = tmp_path / "twice"
     # paused inside the second checkpoint write: its temporary file is complete, not renamed
@@ -207,6 +212,7 @@ def test_second_ctrl_c_stops_at_once_and_never_tears_the_checkpoint(tmp_path, un
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_busy_folder_is_refused_naming_the_holder(tmp_path):
     run_dir = tmp_path / "busy"
     first = hooked_cli.start("search", *TINY, "epochs=1", f"hydra.run.dir={run_dir}",
@@ -225,6 +231,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_naming_the_holder(tmp_path):
     assert "genotype (argmax)" in out and not (run_dir / ".lock").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninterrupted):
     run_dir = tmp_path / "full"
     proc = hooked_cli.start("search", *TINY, "epochs=3", f"hydra.run.dir={run_dir}",
@@ -246,6 +253,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_last_checkpoint(tmp_path, uninter
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -272,6 +280,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, overrides, message):
     assert re.search(message, lines[0]), lines[0]
 
 
+@pytest.mark.slow
 def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted):
     run_dir = tmp_path / "copy"
     import shutil
@@ -293,6 +302,7 @@ def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted):
     assert "the one before it too" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_space_is_refused(tmp_path, uninterrupted):
     import shutil
 
@@ -348,6 +358,7 @@ def test_unknown_keys_and_bad_values_are_refused_before_torch_and_leave_nothing(
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_refused_runs_leave_no_trace(tmp_path, uninterrupted):
     import shutil
 
@@ -368,6 +379,7 @@ def test_refused_runs_leave_no_trace(tmp_path, uninterrupted):
     assert before == snapshot(run_dir)
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_changed_config_in_one_line(tmp_path, uninterrupted):
     import shutil
 
@@ -429,6 +441,7 @@ def _in_small_filesystem(
                           text=True, env=env, timeout=600)  # fmt: skip
 
 
+@pytest.mark.slow
 @needs_mount
 def test_a_really_full_disk_is_one_line_and_leaves_whole_files(tmp_path):
     # 192 KiB: the config and the logs fit, the first checkpoint (~290 KB) does not

@@ -24,6 +24,7 @@ def _sweep(module: str, sweep_dir, *overrides: str) -> subprocess.CompletedProce
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
 
 
+@pytest.mark.slow
 def test_search_sweep_on_the_local_submitit_executor(tmp_path):
     proc = _sweep(
         "nas.cli.search", tmp_path, "seed=0,1", "space=nb201", "space.C=4", "space.layers=1",
@@ -39,6 +40,7 @@ def test_search_sweep_on_the_local_submitit_executor(tmp_path):
     assert all("nas-search: run folder" in log.read_text() for log in logs)
 
 
+@pytest.mark.slow
 def test_train_sweep_on_the_local_submitit_executor(tmp_path):
     proc = _sweep(
         "nas.cli.train", tmp_path, "seed=0,1", "model.darts.C=4", "model.darts.layers=3",

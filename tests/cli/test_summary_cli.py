@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from nas.cli.summary import main
 
 
@@ -17,6 +19,7 @@ def test_summary_of_an_nb201_index(capsys):
     assert "skip_connect~0|+|skip_connect~0|skip_connect~1|" in out and "TinyNetwork" in out
 
 
+@pytest.mark.slow
 def test_bad_genotype_is_one_line_and_nonzero():
     proc = subprocess.run(
         [sys.executable, "-m", "nas.cli.summary", "DARTS_V9"], capture_output=True, text=True

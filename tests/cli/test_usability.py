@@ -110,6 +110,7 @@ def user_configs(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_search_with_a_user_data_config_prints_start_and_progress(tmp_path, user_configs):
     proc = _run(
         "nas.cli.search", "space=nb201", "space.C=4", "space.layers=1", "batch_size=16",
@@ -131,6 +132,7 @@ def test_unknown_user_config_names_are_refused_in_one_line(tmp_path, user_config
     assert "tiny_mini" in proc.stderr  # the user's names are listed with ours
 
 
+@pytest.mark.slow
 def test_train_a_pasted_genotype_with_a_user_recipe(tmp_path, user_configs):
     text = str(published_genotype("DARTS_V2"))  # one argv item: what "genotype=..." gives
     proc = _run(
@@ -180,6 +182,7 @@ def test_genotype_text_split_by_the_shell_says_how_to_quote(tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [[], ["model.drop_path=0.3"]])
 def test_nb201_cell_note_only_when_asked_for_what_does_not_apply(tmp_path, overrides):
     proc = _run(

@@ -122,6 +122,7 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
 TINY_SEARCH = ["space=nb201", "space.C=4", "space.layers=1", "batch_size=8", "epochs=1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", ["train_portion", "val_root"])
 def test_search_on_an_image_folder(folders, tmp_path, split):
     train, val = folders
@@ -149,6 +150,7 @@ def test_search_on_an_image_folder(folders, tmp_path, split):
     assert max(e["step"] for e in steps) == (3 if split == "train_portion" else 6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [32, 96])
 def test_train_on_an_image_folder(folders, tmp_path, size):
     train, val = folders
@@ -175,6 +177,7 @@ def test_train_on_an_image_folder(folders, tmp_path, size):
     assert "data imagefolder: 48 training / 12 test images" in proc.stdout
 
 
+@pytest.mark.slow
 def test_train_without_val_root_is_one_line_and_exit_2(folders, tmp_path):
     train, _ = folders
     proc = _run(

@@ -148,6 +148,7 @@ def test_marker_grammar():
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])  # README: its quickstart
 def test_page_examples_run(page, tmp_path):
     blocks = marked_blocks(page)

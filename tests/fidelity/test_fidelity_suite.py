@@ -28,6 +28,7 @@ def test_there_is_a_script_per_method():
         assert module.__doc__ and "Known answers" in module.__doc__, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_known_answers(name):
     module = run_all.importlib.import_module(f"experiments.fidelity.{name}")
@@ -61,6 +62,7 @@ def test_beside_the_reference(name, tmp_path):
 RECORDED = [n for n in SCRIPTS if F.golden_path(n).exists()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RECORDED)
 def test_recorded(name):
     """Every row our code produces against the references' recorded outputs, at the rows' own
@@ -225,6 +227,7 @@ def test_run_all_refuses_a_reference_no_script_uses(tmp_path):
     assert "nope" in str(e.value)
 
 
+@pytest.mark.slow
 def test_run_all_writes_the_table(tmp_path):
     out = tmp_path / "table.md"
     assert run_all.main(["--only", "darts", "--known-answers-only", "--out", str(out)]) == 0

@@ -3,6 +3,7 @@ of the reference fail, naming the rows they move: the suite catches what it clai
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from experiments.fidelity import beta_darts as script
@@ -14,6 +15,7 @@ def failed_rows() -> set[str]:
     return {r.quantity for r in F.replay(script).failed}
 
 
+@pytest.mark.slow
 def test_lambda_ramp_one_epoch_ahead(monkeypatch):
     def ahead(epoch: int, ramp_epochs: int, lambda_max: float) -> float:
         return lambda_max * (epoch + 1) / ramp_epochs  # the bug: epoch 0 already regularised

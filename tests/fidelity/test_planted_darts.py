@@ -3,9 +3,13 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
+
 from experiments.fidelity import common as F
 from experiments.fidelity import darts as script
 from nas.strategies.darts import DARTS
+
+pytestmark = pytest.mark.slow
 
 
 def failed_rows() -> set[str]:

@@ -3,10 +3,14 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
+
 from experiments.fidelity import common as F
 from experiments.fidelity import darts_minus as script
 from nas.strategies.components import darts_minus
 from nas.strategies.components.darts_minus import AuxiliarySkip
+
+pytestmark = pytest.mark.slow
 
 
 def failed_rows() -> set[str]:

@@ -8,10 +8,14 @@ from __future__ import annotations
 import inspect
 import textwrap
 
+import pytest
+
 from experiments.fidelity import common as F
 from experiments.fidelity import darts_pt as script
 from nas.selection import perturbation
 from nas.selection.perturbation import PerturbationSelection
+
+pytestmark = pytest.mark.slow
 
 
 def failed_rows() -> set[str]:

@@ -3,12 +3,15 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.nn import functional as TF
 
 from experiments.fidelity import common as F
 from experiments.fidelity import drnas as script
 from nas.strategies.drnas import DrNAS, _DirichletSample
+
+pytestmark = pytest.mark.slow
 
 BEFORE_STAGE_CHANGE = (
     "DARTS space K=6: forward at one Dirichlet sample",

@@ -3,6 +3,7 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from experiments.fidelity import common as F
@@ -10,6 +11,8 @@ from experiments.fidelity import fair_darts as script
 from nas.selection import threshold as threshold_module
 from nas.strategies.components import fair_darts
 from nas.strategies.components.fair_darts import FairDARTS
+
+pytestmark = pytest.mark.slow
 
 STEPS = {
     "architecture gradient (CE + 10 L_01)",

@@ -3,6 +3,7 @@ AnnaAraslanova/FBNet fail, naming the rows they move."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from experiments.fidelity import common as F
@@ -33,6 +34,7 @@ def test_the_temperature_annealed_through_the_warm_up(monkeypatch):
     assert not any(q in failed for q in LAYERS)  # ours(epoch=7) without warm-up: the same tau
 
 
+@pytest.mark.slow
 def test_the_rounded_decay(monkeypatch):
     """0.956 for exp(-0.045): 2.6e-6 per epoch."""
     real = S.FBNet.__init__

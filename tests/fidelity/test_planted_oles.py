@@ -3,12 +3,15 @@ the recorded scores and decisions of confopt's ``update_gradient_matching_scores
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from experiments.fidelity import common as F
 from experiments.fidelity import oles as script
 from nas.strategies.components import oles as module
 from nas.strategies.components.oles import OLES
+
+pytestmark = pytest.mark.slow
 
 SETTING = "frequency 2, threshold 0.55"
 SCORES = f"{SETTING}: each op's score at each step (running_sim.val)"

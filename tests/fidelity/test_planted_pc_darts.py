@@ -3,12 +3,15 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from experiments.fidelity import common as F
 from experiments.fidelity import pc_darts as script
 from nas.strategies.components import pc_darts
 from nas.strategies.components.pc_darts import EdgeNormalisation
+
+pytestmark = pytest.mark.slow
 
 STEPS = {
     "architecture gradient (alphas, betas)",

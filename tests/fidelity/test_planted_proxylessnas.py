@@ -4,11 +4,14 @@ claims to, the four differences it was written to remove included."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from experiments.fidelity import common as F
 from experiments.fidelity import proxylessnas as script
 from nas.strategies import proxylessnas as P
+
+pytestmark = pytest.mark.slow
 
 MODES = ("full_v2", "two")
 

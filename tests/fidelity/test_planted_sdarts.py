@@ -3,9 +3,13 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
+
 from experiments.fidelity import common as F
 from experiments.fidelity import sdarts as script
 from nas.strategies.components import sdarts
+
+pytestmark = pytest.mark.slow
 
 EPOCHS = f"epochs 0-{script.EPOCHS - 1}"
 

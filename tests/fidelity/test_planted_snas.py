@@ -3,10 +3,14 @@ the reference fail, naming the rows they move: the suite catches what it claims 
 
 from __future__ import annotations
 
+import pytest
+
 import nas.strategies.snas as snas_module
 from experiments.fidelity import common as F
 from experiments.fidelity import snas as script
 from nas.strategies.snas import SNAS
+
+pytestmark = pytest.mark.slow
 
 
 def failed_rows() -> set[str]:

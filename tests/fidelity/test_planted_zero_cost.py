@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from torch import Tensor
 
@@ -63,6 +64,7 @@ def test_fisher_without_the_fan_in(monkeypatch):
     assert failed == {f"fisher ({net})" for net in NETS}  # the per-channel rows still pass
 
 
+@pytest.mark.slow
 def test_naswot_kernel_without_the_complement_term(monkeypatch):
     def hamming_kernel(x: Tensor) -> Tensor:
         c = (x.reshape(x.shape[0], -1) > 0).double()

@@ -150,6 +150,7 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
+@pytest.mark.slow
 def test_latency_budgeted_proxylessnas_search_meets_the_budget_when_timed(tmp_path):
     """nas-profile here, then nas-search with ProxylessNAS, the latency cost and
     selection=budget: the returned network's whole-network latency, timed by the run with the

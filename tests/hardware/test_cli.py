@@ -34,6 +34,7 @@ def table_path(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_profile_show_and_check(table_path):
     proc = _run("nas.cli.profile", "--show", str(table_path), "--check")
     assert proc.returncode == 0, proc.stderr
@@ -57,6 +58,7 @@ def test_profile_bad_input_is_one_line(tmp_path, args, message):
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_profile_calibrates_an_existing_table(tmp_path, table_path):
     out = tmp_path / "calibrated.json"
     proc = _run(
@@ -73,6 +75,7 @@ def test_profile_calibrates_an_existing_table(tmp_path, table_path):
 TINY = ["space=nb201", "space.C=4", "space.layers=1", "batch_size=16", "data.max_items=64"]
 
 
+@pytest.mark.slow
 def test_search_with_cost_and_budget(tmp_path, table_path):
     model = CostModel.from_table(load_table(table_path), "latency")
     cheapest = model.fixed + float(model.per_op["cell"].min(-1).values.sum())
@@ -94,6 +97,7 @@ def test_search_with_cost_and_budget(tmp_path, table_path):
     assert any("expected_latency" in e for e in events)
 
 
+@pytest.mark.slow
 def test_search_refuses_a_foreign_table(tmp_path, table_path):
     data = json.loads(table_path.read_text())
     data["environment"]["torch"] = "0.0.1"

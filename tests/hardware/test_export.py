@@ -30,6 +30,7 @@ def _randomize(model, spread=0.5):
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec,C,layers",
     [
@@ -92,6 +93,7 @@ def _json_of(arch):
     return parse_nb201_arch(arch).to_json()
 
 
+@pytest.mark.slow
 def test_export_cli_bad_input_is_one_line(tmp_path):
     for args, message in (
         (["DARTS_V2"], "nothing to write"),

@@ -183,6 +183,7 @@ def cifar_table(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_profile_covers_every_part_and_calibrates(cifar_table):
     table = load_table(cifar_table)
     layout = network_layout("proxyless_cifar", **TINY)
@@ -205,6 +206,7 @@ def test_profile_the_imagenet_layout_at_a_small_size(tmp_path):
     assert "proxyless_stem:3>8:s2:64x64" in table.entries
 
 
+@pytest.mark.slow
 def test_import_cli_and_its_refusals(tmp_path):
     out = tmp_path / "pixel.json"
     proc = _run("nas.cli.profile", "--import-lut", str(LUT), "--space", "proxyless",
@@ -311,6 +313,7 @@ def test_budgeted_darts_pt_on_the_chain(tmp_path):
     assert model.of_genotype(genotype) <= budget + 1e-9
 
 
+@pytest.mark.slow
 def test_search_with_cost_and_budget_on_the_chain(tmp_path, cifar_table):
     # the plain sums (a calibration of 3 networks may have any slope and intercept)
     table = load_table(cifar_table)

@@ -156,6 +156,7 @@ def test_seeded_scores_reproduce_and_shared_pass_equals_single_proxies():
     assert all(math.isfinite(v) for v in a.values()), a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("space", ["nb201", "darts"])
 def test_every_proxy_scores_a_supernet_at_given_weights(space):
     torch.manual_seed(0)

@@ -110,6 +110,7 @@ def _search(run_dir: Path, *extra: str, sigterm_at: int = 0) -> subprocess.Compl
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "changed"])
 def test_a_search_resumed_from_a_damaged_checkpoint_equals_the_uninterrupted_one(tmp_path, damage):
     whole = _search(tmp_path / "whole")

@@ -68,6 +68,7 @@ def test_the_pickle_of_the_tests_does_run_code(tmp_path):
     assert marker.exists()
 
 
+@pytest.mark.slow
 def test_resume_of_a_search_and_from_run(tmp_path):
     run, marker = tmp_path / "run", tmp_path / "ran"
     done = _cli("search", *TINY_SEARCH, f"hydra.run.dir={run}", cwd=tmp_path)
@@ -90,6 +91,7 @@ def test_resume_of_a_search_and_from_run(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_training_entry_points(tmp_path):
     marker = tmp_path / "ran"
     evil = _evil_file(tmp_path / "evil.pt", marker)
@@ -110,6 +112,7 @@ def test_training_entry_points(tmp_path):
     _refused(resumed, marker, "trust_pickle=true")
 
 
+@pytest.mark.slow
 def test_export_and_benchmark_files(tmp_path):
     marker = tmp_path / "ran"
     evil = _evil_file(tmp_path / "evil.pt", marker, wrap=False)

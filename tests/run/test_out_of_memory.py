@@ -33,6 +33,7 @@ def _fail_after(monkeypatch, owner: type, name: str, calls: int, error: BaseExce
     monkeypatch.setattr(owner, name, step)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "error", [torch.OutOfMemoryError("CUDA out of memory"), MemoryError()], ids=["cuda", "cpu"]
 )

@@ -100,6 +100,7 @@ def random_runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_random_batches_repeat_with_the_seed_and_differ_from_the_walk(random_runs, tmp_path):
     (batches, state), (again, state_again) = random_runs
     assert len(batches) == 18  # 72 weight images / 8, two epochs

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -96,8 +97,18 @@ def _batch(n=8, seed=0):
     return torch.randn(n, 3, 16, 16, generator=g), torch.randint(0, 10, (n,), generator=g)
 
 
-@pytest.mark.parametrize("component", available("components"))
-@pytest.mark.parametrize("strategy", available("search"))
+def _tiered(pairs: list[tuple[Any, ...]]) -> list[Any]:
+    """Each pairing as a pytest param: the first strategy's in the fast tier, the others' in
+    the full tier (``slow``; the fast tier's covering array runs every strategy with every
+    component in a search, tests/selection/test_every_pairing.py)."""
+    first = available("search")[0]
+    return [pytest.param(*p, marks=() if p[0] == first else pytest.mark.slow) for p in pairs]
+
+
+@pytest.mark.parametrize(
+    "strategy,component",
+    _tiered([(s, c) for s in available("search") for c in available("components")]),
+)
 def test_every_strategy_with_every_component_steps(strategy, component):
     missing, st = _missing(strategy, component)
     if missing:
@@ -149,9 +160,10 @@ def _cost(space: str = "nb201"):
 VARIANTS = [*((name, ()) for name in available("search")), ("darts", ("search.order=2",))]
 
 
-@pytest.mark.parametrize("addon", [*available("components"), "cost"])
 @pytest.mark.parametrize(
-    "strategy,extra", VARIANTS, ids=lambda v: v if isinstance(v, str) else "-".join(v)
+    "strategy,extra,addon",
+    _tiered([(s, e, a) for s, e in VARIANTS for a in [*available("components"), "cost"]]),
+    ids=lambda v: v if isinstance(v, str) else "-".join(v),
 )
 def test_every_pairing_acts_or_is_refused(strategy, extra, addon):
     """Nothing is silently ignored: each strategy (every YAML, and DARTS's second order) with

@@ -213,6 +213,7 @@ def test_micro_batches_must_fit_the_batch(tmp_path):
         SearchRun(_cfg([*TINY, "micro_batches=0"]), tmp_path / "r")
 
 
+@pytest.mark.slow
 def test_collectives_under_torchrun():
     proc = subprocess.run(_torchrun(str(WORKER), "collectives"), capture_output=True, text=True,
                           env=_env(), timeout=300)  # fmt: skip
@@ -220,6 +221,7 @@ def test_collectives_under_torchrun():
     assert "rank 0: ok" in proc.stdout and "rank 1: ok" in proc.stdout
 
 
+@pytest.mark.slow
 def test_ranks_that_drift_apart_stop_the_search(tmp_path):
     proc = subprocess.run(_torchrun(str(WORKER), "drift", str(tmp_path / "r")),
                           capture_output=True, text=True, env=_env(), timeout=300)  # fmt: skip
@@ -231,6 +233,7 @@ def test_ranks_that_drift_apart_stop_the_search(tmp_path):
 # ----------------------------------------------------------------- whole searches
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", available("search"))
 def test_every_strategy_on_two_processes_equals_one(searched, strategy):
     """Second-order DARTS and every other strategy: all their random draws come from the step's
@@ -257,6 +260,7 @@ def test_every_strategy_on_two_processes_equals_one(searched, strategy):
         assert 0.0 <= e["eval_acc"] <= 1.0 and math.isfinite(e["eval_loss"])
 
 
+@pytest.mark.slow
 def test_only_rank_0_prints_and_writes(darts2):
     _, two, proc = darts2
     assert proc.stdout.count("run folder:") == 1
@@ -267,6 +271,7 @@ def test_only_rank_0_prints_and_writes(darts2):
     assert not list(two.glob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_drnas_across_a_stage_transition_on_two_processes_equals_one(tmp_path):
     two = search_2proc(tmp_path / "two", DRNAS)
     assert two.returncode == 0, two.stderr
@@ -279,6 +284,7 @@ def test_drnas_across_a_stage_transition_on_two_processes_equals_one(tmp_path):
     assert_same_search(a, b, weight_atol=1e-5)
 
 
+@pytest.mark.slow
 def test_pt_with_sharded_evaluation_takes_the_decisions_of_one_process(tmp_path):
     two = search_2proc(tmp_path / "two", PT)
     assert two.returncode == 0, two.stderr
@@ -299,6 +305,7 @@ def test_pt_with_sharded_evaluation_takes_the_decisions_of_one_process(tmp_path)
 # ------------------------------------------------------ resume at another world size
 
 
+@pytest.mark.slow
 def test_two_process_search_preempted_then_resumed_on_one(tmp_path, darts2):
     """A real SIGTERM, seen by rank 1 only, at an exact step (tests/hooked_cli.py): both ranks
     stop at that step's boundary, the checkpoint resumes on one process."""
@@ -318,6 +325,7 @@ def test_two_process_search_preempted_then_resumed_on_one(tmp_path, darts2):
     assert_same_search(final_state(one_ref), final_state(run_dir))
 
 
+@pytest.mark.slow
 def test_one_process_search_preempted_then_resumed_on_two(tmp_path, monkeypatch, darts2):
     one_ref, _, _ = darts2
     run_dir = tmp_path / "moved"
@@ -369,6 +377,7 @@ COMPONENT_PAIRS = {
 ONE_PROCESS_ONLY = {"darts+sdarts_adv"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pair", sorted(COMPONENT_PAIRS))
 def test_components_on_two_processes_equal_one_and_resume_exactly(tmp_path, monkeypatch, pair):
     overrides = COMPONENT_PAIRS[pair]

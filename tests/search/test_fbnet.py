@@ -111,6 +111,7 @@ def test_a_step_moves_theta_through_the_relaxed_sample():
     assert all(not torch.equal(a.detach(), b) for a, b in zip(s.arch_parameters(), before))
 
 
+@pytest.mark.slow
 def test_tiny_search_runs(tmp_path):
     cmd = [sys.executable, "-m", "nas.cli.search", "space=nb201", "search=fbnet",
            "space.C=4", "space.layers=1", "batch_size=16", "data.max_items=64", "epochs=2",

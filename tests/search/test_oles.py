@@ -140,6 +140,7 @@ def _final(run_dir):
     return state["strategy"], state["supernet"]
 
 
+@pytest.mark.slow
 def test_a_preempted_search_resumes_as_the_uninterrupted_one(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     SearchRun(_cfg(TINY), tmp_path / "one").run()

@@ -228,6 +228,7 @@ def test_edge_modules_lists_every_cell():
         assert [len(row) for row in chain["blocks"]] == [1] * 21
 
 
+@pytest.mark.slow
 def test_tiny_search_runs(tmp_path):
     cmd = [sys.executable, "-m", "nas.cli.search", "space=nb201", "search=proxylessnas",
            "space.C=4", "space.layers=1", "batch_size=16", "data.max_items=64", "epochs=2",

@@ -41,6 +41,7 @@ class Crash(Exception):
     pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["darts", "drnas"])
 def test_interrupted_selection_resumes_to_the_same_genotype(tmp_path, monkeypatch, strategy):
     full = tmp_path / "full"

@@ -61,6 +61,7 @@ def test_refused_before_the_run(tmp_path, overrides, words):
         assert word in message, message
 
 
+@pytest.mark.slow
 def test_the_same_k_twice_and_the_second_order_radius_are_accepted(tmp_path):
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         for extra in (

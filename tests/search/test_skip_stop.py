@@ -61,6 +61,7 @@ TINY = ["space=darts", "space.C=4", "space.layers=3", "batch_size=16", "data.max
         "components.skip_stop.max_skip_normal=0"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_search_stops_and_resumes_as_stopped(tmp_path, capsys):
     """max_skip_normal=0: any skip connection ends the search after epoch 2 (e=1 > 0)."""
     run_dir = tmp_path / "run"

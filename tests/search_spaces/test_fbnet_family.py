@@ -305,6 +305,7 @@ def _image_folder(root: Path, per_class: int) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_nas_train_takes_fbnet_a_by_name(tmp_path):
     """``nas-train genotype=fbnet_a`` at a tiny width and depth on generated 96-pixel images
     (the ImageNet layout), one epoch of two steps."""
@@ -341,6 +342,7 @@ def test_nas_summary_export_and_plot_take_the_names(tmp_path, capsys):
         assert (out_dir / "cell.png").is_file()
 
 
+@pytest.mark.slow
 def test_tiny_search_through_the_cli(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [

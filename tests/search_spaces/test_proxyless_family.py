@@ -261,6 +261,7 @@ def test_supernet_forward_backward_and_masked_none():
         build_supernet("proxyless_cifar", C=8, layers=7, num_classes=10)
 
 
+@pytest.mark.slow
 def test_tiny_search_through_the_cli(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [

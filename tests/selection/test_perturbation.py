@@ -107,6 +107,7 @@ def test_nb201_picks_the_only_op_that_matters_on_every_edge(strategy_name):
             assert all(acc == 1.0 for acc in others)
 
 
+@pytest.mark.slow
 def test_darts_space_picks_ops_and_topology():
     torch.manual_seed(0)
     net = build_supernet("darts", C=4, layers=3, num_classes=100)
@@ -209,6 +210,7 @@ def test_nb201_tunes_25_epochs_with_projections_at_the_reference_epochs():
     assert ctx.decided_at == [0, 5, 10, 15, 20, 24]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("space", ["s5", "nb201"])
 def test_tuning_lr_is_constant_by_default_on_every_space(space):
     """The reference holds search lr / 10 (sota/cnn/projection.py never steps its cosine)."""
@@ -223,6 +225,7 @@ def test_tuning_lr_is_constant_by_default_on_every_space(space):
         assert ctx.decided_at == sorted([*range(17), *range(17)])
 
 
+@pytest.mark.slow
 def test_tuning_lr_cosine_option():
     net = build_supernet("s5", C=4, layers=3, num_classes=10)
     strategy = _attach(net, "darts")

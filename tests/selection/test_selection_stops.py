@@ -48,6 +48,7 @@ def _cfg(*overrides):
         return compose(config_name="nas_search", overrides=[*TINY, *overrides])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_stop_during_selection_is_prompt_and_resumes_to_the_same_genotype(
     tmp_path: Path, monkeypatch, name

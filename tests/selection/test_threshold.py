@@ -195,6 +195,7 @@ def test_bad_threshold_settings():
         Threshold(top=3)
 
 
+@pytest.mark.slow
 def test_fairdarts_search_to_retraining_from_the_command_line(tmp_path):
     """nas-search with FairDARTS and its threshold genotype, then nas-train on the run folder:
     the sparse genotype survives genotype.json and builds its network there."""

@@ -105,6 +105,7 @@ def test_returns_a_valid_genotype(space, proxy):
     assert all(torch.equal(before[k], after[k]) for k in before)  # never trained, untouched
 
 
+@pytest.mark.slow
 def test_seeded_selection_reproduces_and_resumes():
     def selector():
         return ZeroCostSelection(
@@ -164,6 +165,7 @@ def test_bad_settings_are_one_line():
         ZeroCostSelection(pool_size=0)
 
 
+@pytest.mark.slow
 def test_nas_search_runs_it_without_training(tmp_path: Path):
     run_dir = tmp_path / "zc"
     cmd = [

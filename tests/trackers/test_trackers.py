@@ -108,6 +108,7 @@ def search_run(tmp_path_factory):
     return run_dir, f"file://{root / 'mlruns'}"
 
 
+@pytest.mark.slow
 def test_wandb_gets_the_tensorboard_scalars_figures_and_config(search_run):
     run_dir, _ = search_run
     tb = _tensorboard_scalars(run_dir)
@@ -122,6 +123,7 @@ def test_wandb_gets_the_tensorboard_scalars_figures_and_config(search_run):
     assert set(ids) == {"wandb", "mlflow"}
 
 
+@pytest.mark.slow
 def test_mlflow_gets_the_tensorboard_scalars_figures_and_config(search_run):
     from mlflow.tracking import MlflowClient
 
@@ -144,6 +146,7 @@ def test_mlflow_gets_the_tensorboard_scalars_figures_and_config(search_run):
     assert "figures~cell" in logged
 
 
+@pytest.mark.slow
 def test_a_resumed_run_continues_the_same_tracker_run(search_run, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -162,6 +165,7 @@ def test_a_resumed_run_continues_the_same_tracker_run(search_run, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_nas_train_logs_to_mlflow(tmp_path):
     pytest.importorskip("mlflow", reason="mlflow is not installed (pip install mlflow-skinny)")
     from mlflow.tracking import MlflowClient

@@ -149,6 +149,7 @@ def test_the_teacher_sees_the_students_batch_in_eval_mode_without_gradients(
     assert all(torch.equal(before[k], after[k]) for k in before)  # batch-norm statistics too
 
 
+@pytest.mark.slow
 def test_sigterm_mid_epoch_then_resume_equals_the_uninterrupted_distilled_run(
     tmp_path, tiny, nas_train, teacher_run, student_run
 ):
@@ -296,6 +297,7 @@ def test_settings_that_do_not_apply_are_refused_before_torch(tmp_path, tiny, ove
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_teacher_without_weights_is_one_line_and_exit_2(tmp_path, nas_train):
     for overrides, message in [
         (["distill.teacher=DARTS_V2"], "names a genotype, whose trained weights are not"),
@@ -310,6 +312,7 @@ def test_a_teacher_without_weights_is_one_line_and_exit_2(tmp_path, nas_train):
         assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_two_processes_each_hold_their_teacher(tmp_path, tiny, nas_train, teacher_run):
     """Under torchrun each rank distils its half of the batch from its own teacher: the step-1
     parts match the single process's up to per-rank batch-norm statistics (see

@@ -23,6 +23,7 @@ def checkpoint(run_dir: Path) -> dict:
     return torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
 
 
+@pytest.mark.slow
 def test_run_folder_holds_everything(uninterrupted):
     run_dir = uninterrupted
     files = sorted(p.name for p in run_dir.iterdir())
@@ -56,6 +57,7 @@ def test_run_folder_holds_everything(uninterrupted):
 
 # Interrupted runs: the hooked program (tests/hooked_cli.py) pauses at an exact step, the test
 # acts, then lets it go on. TINY: 4 steps per epoch, so step 6 is in the second epoch.
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGTERM, 143, "preempted"),
                                                       (signal.SIGINT, 130, "interrupted")])  # fmt: skip
 def test_sigterm_and_ctrl_c_mid_epoch_then_resume_equals_uninterrupted(
@@ -89,6 +91,7 @@ def test_sigterm_and_ctrl_c_mid_epoch_then_resume_equals_uninterrupted(
     assert steps == reference
 
 
+@pytest.mark.slow
 def test_a_busy_folder_and_a_full_disk_are_one_line(tmp_path, nas_train, tiny):
     run_dir = tmp_path / "busy"
     first = hooked_cli.start("train", *tiny, "epochs=1", f"hydra.run.dir={run_dir}",
@@ -145,6 +148,7 @@ def test_unknown_keys_and_bad_values_are_refused_before_torch_and_leave_nothing(
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_refused_runs_leave_no_trace(tmp_path, nas_train):
     root = tmp_path / "runs"
     for overrides in (["resume=true"], ["genotype=DARTS_V9"], ["data=cifar10", "data.root=/no"]):
@@ -206,6 +210,7 @@ def test_eval_only_refuses_data_of_another_class_count(tmp_path, tiny, uninterru
     )
 
 
+@pytest.mark.slow
 def test_existing_run_folder_is_never_damaged(tmp_path, uninterrupted, nas_train):
     run_dir = tmp_path / "copy"
     shutil.copytree(uninterrupted, run_dir)
@@ -295,6 +300,7 @@ def test_bad_values_are_refused_before_training(tmp_path, tiny, overrides, messa
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -315,6 +321,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, nas_train, overrides, messag
     assert re.search(message, lines[0]), lines[0]
 
 
+@pytest.mark.slow
 def test_eval_only_writes_no_run_folder(tmp_path, uninterrupted, nas_train):
     proc = nas_train(tmp_path / "outputs" / "eval", "eval_only=true",
                      f"checkpoint={uninterrupted}")  # fmt: skip

@@ -53,6 +53,7 @@ def one_and_two(tmp_path_factory, nas_train, tiny) -> tuple[Path, Path, str]:
     return root / "one", root / "two", two.stdout
 
 
+@pytest.mark.slow
 def test_two_processes_follow_the_single_process_loss_curve(one_and_two):
     one, two, _ = one_and_two
     a, b = events(one), events(two)
@@ -87,6 +88,7 @@ def test_only_rank_0_writes_and_prints(one_and_two):
     assert "on 2 process(es)" in stdout
 
 
+@pytest.mark.slow
 def test_batch_that_does_not_split_over_the_ranks_is_refused(tmp_path, nas_train):
     proc = nas_train(tmp_path / "r", "epochs=1", "batch_size=33", nproc=2)
     assert proc.returncode != 0
@@ -99,6 +101,7 @@ def test_batch_that_does_not_split_over_the_ranks_is_refused(tmp_path, nas_train
     assert not (tmp_path / "r" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_stopped_mid_epoch_on_one_process_resumes_on_two(
     tmp_path, monkeypatch, nas_train, tiny, one_and_two, one_thread
 ):

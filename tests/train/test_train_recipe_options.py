@@ -124,6 +124,7 @@ def test_a_per_step_run_logs_each_steps_rate(per_step_run):
     assert [e["lr"] for e in events(per_step_run, "epoch")] == pytest.approx(expected[::4])
 
 
+@pytest.mark.slow
 def test_a_per_step_run_resumes_exactly_and_refuses_a_new_total(
     tmp_path, tiny, nas_train, per_step_run
 ):
@@ -257,6 +258,7 @@ def test_proxyless_imagenet_recipe_is_the_references():
     assert cfg.distill.teacher is None
 
 
+@pytest.mark.slow
 def test_the_recipe_trains_a_darts_network_on_an_image_folder(tmp_path, folders, nas_train):
     """The recipe's loop settings on a network that exists today (the ProxylessNAS networks
     come with their family): NetworkImageNet at 96 pixels, 2 epochs of 2 steps."""
@@ -287,6 +289,7 @@ def _has_the_proxyless_networks() -> bool:
     return compose_config().model.get("proxyless") is not None
 
 
+@pytest.mark.slow
 def test_the_recipe_trains_proxyless_mobile_on_an_image_folder(tmp_path, folders, nas_train):
     """``experiment=proxyless_imagenet genotype=proxyless_mobile`` at 96 pixels, 2 epochs of
     2 steps: the reference's network with the reference's loop settings."""
