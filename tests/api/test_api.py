@@ -112,6 +112,7 @@ def test_default_run_folder_is_the_commands(tmp_path, monkeypatch):
         assert (tmp_path / "cli" / relative / "config.yaml").is_file(), relative
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kwargs, bad, cli_args",
     [

@@ -441,6 +441,7 @@ def test_fair_darts_sigmoid_weights_and_zero_one_loss():
     assert float(zero_one_loss([s])) == pytest.approx(-(0 + 0.25 + 0.25 + 0.0625) / 4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
