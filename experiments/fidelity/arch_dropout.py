@@ -26,9 +26,7 @@ Without a checkout, the same rows compare ours with confopt's values recorded in
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 import sys
 import types
 from typing import Any
@@ -108,25 +106,11 @@ def known_answers(table: F.Table) -> None:
 
 def _reference_dropout(root: str) -> Any:
     """confopt's ``Dropout`` class, its file and its base's loaded alone."""
-    saved = {k: sys.modules.get(k) for k in ("confopt", "confopt.oneshot", "confopt.oneshot.base")}
-    try:
-        for name in ("confopt", "confopt.oneshot"):
-            sys.modules[name] = types.ModuleType(name)
-        for name, rel in (("confopt.oneshot.base", "src/confopt/oneshot/base.py"),
-                          ("confopt_dropout", "src/confopt/oneshot/dropout.py")):  # fmt: skip
-            spec = importlib.util.spec_from_file_location(name, os.path.join(root, rel))
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        return sys.modules["confopt_dropout"].Dropout
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-        sys.modules.pop("confopt_dropout", None)
+    stubs = {name: types.ModuleType(name) for name in ("confopt", "confopt.oneshot")}
+    files = [("confopt.oneshot.base", "src/confopt/oneshot/base.py"),
+             ("confopt_dropout", "src/confopt/oneshot/dropout.py")]  # fmt: skip
+    with F.files_alone(root, files, stubs) as loaded:
+        return loaded["confopt_dropout"].Dropout
 
 
 def compare(table: F.Table, refs: F.Refs) -> None:

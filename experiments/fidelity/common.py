@@ -26,11 +26,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -312,6 +314,34 @@ def reference_imports(root: str, script_dir: str, source_dirs: Sequence[str]) ->
             sys.meta_path.remove(finder)
         for name in set(sys.modules) - modules:
             del sys.modules[name]
+
+
+@contextlib.contextmanager
+def files_alone(
+    root: str, files: Sequence[tuple[str, str]], stubs: dict[str, types.ModuleType]
+) -> Iterator[dict[str, types.ModuleType]]:
+    """Inside: the reference's ``files`` ((module name, path under ``root``), in order) loaded
+    alone, without their packages' ``__init__`` (which may import what the method does not
+    need), with ``stubs`` standing in for the packages and modules they import; returns the
+    loaded modules by name. On exit ``sys.modules`` is as before."""
+    names = [*stubs, *(name for name, _ in files)]
+    saved = {k: sys.modules.get(k) for k in names}
+    try:
+        sys.modules.update(stubs)
+        loaded = {}
+        for name, rel in files:
+            spec = importlib.util.spec_from_file_location(name, os.path.join(root, rel))
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = loaded[name] = module
+            spec.loader.exec_module(module)
+        yield loaded
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
 
 
 def load_function(path: str, name: str, namespace: dict[str, Any]) -> Any:

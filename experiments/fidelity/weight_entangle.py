@@ -34,8 +34,6 @@ Without a checkout, the same rows compare ours with confopt's values recorded in
 from __future__ import annotations
 
 import copy
-import importlib.util
-import os
 import sys
 import types
 from collections.abc import Iterator
@@ -141,34 +139,19 @@ def known_answers(table: F.Table) -> None:
 def _reference_module(root: str) -> Iterator[Any]:
     """Within: confopt's ``weightentangler`` module, loaded alone (its base file, a LoRA stub,
     which its forward imports on every call)."""
-    names = ("confopt", "confopt.oneshot", "confopt.oneshot.base", "confopt.searchspace",
-             "confopt.searchspace.common", "confopt.searchspace.common.lora_layers")  # fmt: skip
-    saved = {k: sys.modules.get(k) for k in names}
-    try:
-        for name in names[:2] + names[3:5]:
-            sys.modules[name] = types.ModuleType(name)
-        lora = types.ModuleType(names[-1])
+    names = ("confopt", "confopt.oneshot", "confopt.searchspace", "confopt.searchspace.common")
+    stubs = {name: types.ModuleType(name) for name in names}
+    lora = types.ModuleType("confopt.searchspace.common.lora_layers")
 
-        class Conv2DLoRA(nn.Module):  # never instantiated: our ops use nn.Conv2d
-            pass
+    class Conv2DLoRA(nn.Module):  # never instantiated: our ops use nn.Conv2d
+        pass
 
-        lora.Conv2DLoRA = Conv2DLoRA  # type: ignore[attr-defined]
-        sys.modules[names[-1]] = lora
-        for name, rel in (("confopt.oneshot.base", "src/confopt/oneshot/base.py"),
-                          ("confopt_we", "src/confopt/oneshot/weightentangler.py")):  # fmt: skip
-            spec = importlib.util.spec_from_file_location(name, os.path.join(root, rel))
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        yield sys.modules["confopt_we"]
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-        sys.modules.pop("confopt_we", None)
+    lora.Conv2DLoRA = Conv2DLoRA  # type: ignore[attr-defined]
+    stubs[lora.__name__] = lora
+    files = [("confopt.oneshot.base", "src/confopt/oneshot/base.py"),
+             ("confopt_we", "src/confopt/oneshot/weightentangler.py")]  # fmt: skip
+    with F.files_alone(root, files, stubs) as loaded:
+        yield loaded["confopt_we"]
 
 
 def _leaves(op: nn.Module) -> list[nn.Module]:
